@@ -1,0 +1,67 @@
+# The book and its package. `make book` and `make test` are all a newcomer needs.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
+# Pin the number of CPU threads so float results (and stored outputs) match across machines.
+export OMP_NUM_THREADS ?= 2
+export MKL_NUM_THREADS ?= 2
+export PYDEVD_DISABLE_FILE_VALIDATION = 1
+
+.PHONY: book test lint unit nbval build-check browser js-assets notebooks clean
+
+# Create .venv when missing; reinstall when the requirements or the package metadata change.
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install -q --disable-pip-version-check --no-deps -e .
+	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
+	touch $(STAMP)
+
+## make book: build the HTML book into _build/html (renders the stored notebook outputs)
+book: $(STAMP)
+	$(JB)
+
+## make test: lint, unit tests, strict nbval over every chapter, the book build (-W), state check
+test: $(STAMP) lint unit nbval build-check browser
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks book
+
+unit: $(STAMP)
+	$(PY) -m pytest tests --ignore=tests/browser
+
+nbval: $(STAMP)
+	$(PY) -m pytest --nbval book --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
+
+build-check: $(STAMP)
+	rm -rf _build/html _build/.doctrees
+	$(JB)
+	$(PY) tests/check_built_book.py _build/html
+
+## the built book in headless Chromium (skipped, saying why, without Chromium or the JS files)
+browser: $(STAMP) js-assets
+	$(PY) -m pytest tests/browser -rs -p no:cacheprovider
+
+# The scripts the built pages load from CDNs, from the npm registry (for the browser test).
+JS_DIR := .cache/js
+js-assets: $(JS_DIR)/.done
+$(JS_DIR)/.done:
+	mkdir -p $(JS_DIR)
+	cd $(JS_DIR) && if command -v npm > /dev/null && npm pack --silent requirejs@2.3.4 \
+	    @jupyter-widgets/html-manager@1.0.6 mathjax@3.2.2 > /dev/null; then \
+	  for p in requirejs html-manager mathjax; do \
+	    rm -rf $$p && mkdir $$p && tar xzf *$$p-*.tgz -C $$p --strip-components=1; done; \
+	  rm -f *.tgz && touch .done; \
+	else echo "npm or the npm registry is not available: the browser test will be skipped"; fi
+
+## make notebooks: re-execute every chapter in place in a fresh kernel (saves widget state)
+notebooks: $(STAMP)
+	for nb in book/[0-9]*.ipynb; do \
+	  echo "executing $$nb"; \
+	  $(VENV)/bin/jupyter execute --inplace --kernel_name=python3 "$$nb" || exit 1; \
+	done
+
+clean:
+	rm -rf _build .cache test-artifacts

@@ -1,0 +1,48 @@
+"""attnbook: the code behind the book "Attention, from the ground up".
+
+One concept per module:
+
+- :mod:`attnbook.attention`: score functions, masks, scaled dot-product and multi-head attention
+- :mod:`attnbook.worked`: the worked matrix examples of the source notes, computed
+- :mod:`attnbook.viz`: heatmaps and matrix rendering shared by every chapter
+- :mod:`attnbook.widgets`: explorers that keep working on the static page
+- :mod:`attnbook.utils`: seeding, device choice, the chapters' setup cell
+"""
+
+from .attention import (
+    AdditiveAttention,
+    DotAttention,
+    GeneralAttention,
+    MultiHeadAttention,
+    additive_score,
+    causal_mask,
+    dot_score,
+    general_score,
+    make_attention,
+    masked_softmax,
+    padding_mask,
+    scaled_dot_product_attention,
+    scaled_dot_score,
+)
+from .utils import get_device, seed_everything, setup_notebook
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AdditiveAttention",
+    "DotAttention",
+    "GeneralAttention",
+    "MultiHeadAttention",
+    "additive_score",
+    "causal_mask",
+    "dot_score",
+    "general_score",
+    "get_device",
+    "make_attention",
+    "masked_softmax",
+    "padding_mask",
+    "scaled_dot_product_attention",
+    "scaled_dot_score",
+    "seed_everything",
+    "setup_notebook",
+]

@@ -1,0 +1,476 @@
+"""Attention: score functions, masks, scaled dot-product attention and multi-head attention.
+
+Every attention mechanism in this book is the same three steps (notes 03, Part 2):
+
+1. score every key against the query (the *alignment score*, 对齐分数),
+2. turn the scores into weights with a softmax over the keys,
+3. return the weighted sum of the values (the *context vector*, 上下文向量).
+
+Only step 1 differs between Bahdanau, Luong and Vaswani. This module holds the four score
+functions, the masked softmax of step 2, and the modules built from them.
+
+Mask convention (as in ``torch.nn.functional.scaled_dot_product_attention``): a mask is a
+boolean tensor, **True where attention is allowed**. A query whose keys are all masked gets
+zero weights and a zero output, never NaN.
+
+Shapes: ``B`` batch, ``H`` heads, ``L_q`` query positions, ``L_k`` key positions,
+``d_k`` query/key size, ``d_v`` value size.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
+
+__all__ = [
+    "masked_softmax",
+    "dot_score",
+    "scaled_dot_score",
+    "general_score",
+    "additive_score",
+    "scaled_dot_product_attention",
+    "padding_mask",
+    "causal_mask",
+    "AdditiveAttention",
+    "DotAttention",
+    "GeneralAttention",
+    "make_attention",
+    "SCORE_FUNCTIONS",
+    "MultiHeadAttention",
+    "SelfAttentionHead",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# masks
+# --------------------------------------------------------------------------------------------
+
+def _check_mask(mask, scores_shape: torch.Size, name: str = "mask") -> torch.Tensor:
+    check_tensor(name, mask, boolean=True)
+    try:
+        shape = torch.broadcast_shapes(mask.shape, scores_shape)
+    except RuntimeError:
+        shape = None
+    if shape != scores_shape:
+        raise ValueError(
+            f"{name} must be broadcastable to the scores' shape {tuple(scores_shape)} "
+            f"(..., L_q, L_k), got shape {tuple(mask.shape)}")
+    return mask
+
+
+def padding_mask(lengths_or_tokens: torch.Tensor, pad_id: int | None = None,
+                 max_len: int | None = None) -> torch.Tensor:
+    """Mask out padding keys.
+
+    Give either the true lengths, a 1-D integer tensor ``(B,)`` (then ``max_len`` defaults to
+    the longest), or a 2-D tensor of token ids ``(B, L)`` together with ``pad_id``.
+
+    Returns a boolean mask of shape ``(B, 1, L)``: True at real tokens, False at padding. The
+    middle axis of size 1 broadcasts over the query positions, so the mask can be passed
+    straight to :func:`scaled_dot_product_attention` or combined with :func:`causal_mask`
+    by ``&``.
+    """
+    x = check_tensor("lengths_or_tokens", lengths_or_tokens, ndim=(1, 2), integer=True,
+                     shape_hint="(lengths (B,) or token ids (B, L))")
+    if x.dim() == 1:
+        if pad_id is not None:
+            raise ValueError("pad_id is only used with token ids (B, L); got lengths (B,) "
+                             f"and pad_id={pad_id}")
+        if x.numel() == 0:
+            raise ValueError("lengths_or_tokens is empty: need at least one sequence")
+        if (x < 0).any():
+            raise ValueError(f"lengths must be >= 0, got {x.tolist()}")
+        longest = int(x.max())
+        if max_len is None:
+            max_len = longest
+        check_positive_int("max_len", max_len)
+        if longest > max_len:
+            raise ValueError(f"max_len={max_len} is shorter than the longest length {longest}")
+        positions = torch.arange(max_len, device=x.device)
+        return (positions[None, :] < x[:, None])[:, None, :]
+    if pad_id is None:
+        raise ValueError("pad_id is required when lengths_or_tokens holds token ids "
+                         f"of shape {tuple(x.shape)}")
+    if max_len is not None:
+        raise ValueError("max_len is only used with lengths (B,), not with token ids")
+    return (x != pad_id)[:, None, :]
+
+
+def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """The look-ahead mask (前瞻掩码): ``(n, n)`` boolean, True on and below the diagonal.
+
+    Query position ``i`` may attend to key positions ``0..i`` and not to the future.
+    """
+    check_positive_int("n", n)
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+# --------------------------------------------------------------------------------------------
+# step 2: masked softmax
+# --------------------------------------------------------------------------------------------
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last axis, giving exactly zero weight to masked keys.
+
+    ``scores`` is ``(..., L_q, L_k)``; ``mask`` is boolean, broadcastable to it, True where
+    attention is allowed. A row with no allowed key gets all-zero weights (not NaN), and its
+    gradient stays finite.
+    """
+    check_tensor("scores", scores, floating=True)
+    if scores.dim() < 1 or scores.shape[-1] == 0:
+        raise ValueError(f"scores must have at least one key (last axis), got shape "
+                         f"{tuple(scores.shape)}")
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    if scores.dim() < 2:
+        raise ValueError(f"scores must be (..., L_q, L_k) when a mask is given, got shape "
+                         f"{tuple(scores.shape)}")
+    mask = _check_mask(mask, scores.shape)
+    mask = mask.expand(scores.shape)
+    # Rows where every key is masked would be softmax(-inf, ..., -inf) = NaN. Give them
+    # finite scores (any value works) and zero them after the softmax.
+    no_key = ~mask.any(dim=-1, keepdim=True)
+    filled = scores.masked_fill(~mask, float("-inf")).masked_fill(no_key, 0.0)
+    return torch.softmax(filled, dim=-1).masked_fill(~mask, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# step 1: score functions
+# --------------------------------------------------------------------------------------------
+
+def _check_query_keys(query, keys):
+    check_tensor("query", query, floating=True, shape_hint="(..., L_q, d_q)")
+    check_tensor("keys", keys, floating=True, shape_hint="(..., L_k, d_k)")
+    if query.dim() < 2 or keys.dim() < 2:
+        raise ValueError(f"query and keys must be (..., L, d) with at least 2 dimensions, got "
+                         f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
+
+
+def dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Luong's dot score, ``score(q, k) = q . k``.
+
+    query ``(..., L_q, d)``, keys ``(..., L_k, d)`` -> scores ``(..., L_q, L_k)``.
+    """
+    _check_query_keys(query, keys)
+    check_same_size("query", query.shape[-1], "keys", keys.shape[-1], "last dimension (d)")
+    return query @ keys.transpose(-2, -1)
+
+
+def scaled_dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Vaswani's scaled dot score, ``score(q, k) = q . k / sqrt(d_k)``."""
+    return dot_score(query, keys) / math.sqrt(query.shape[-1])
+
+
+def general_score(query: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Luong's general score, ``score(q, k) = q^T W_a k`` with ``W_a`` of shape ``(d_q, d_k)``.
+
+    Unlike the dot score, ``q`` and ``k`` may have different sizes.
+    """
+    _check_query_keys(query, keys)
+    check_tensor("weight", weight, ndim=2, floating=True, shape_hint="(d_q, d_k)")
+    if weight.shape != (query.shape[-1], keys.shape[-1]):
+        raise ValueError(f"weight must have shape (d_q, d_k) = ({query.shape[-1]}, "
+                         f"{keys.shape[-1]}), got {tuple(weight.shape)}")
+    return (query @ weight) @ keys.transpose(-2, -1)
+
+
+def additive_score(query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor,
+                   v_a: torch.Tensor) -> torch.Tensor:
+    """Bahdanau's additive score, ``score(q, k) = v_a^T tanh(W_a [q; k])``.
+
+    ``w_a`` is ``(d_attn, d_q + d_k)`` and ``v_a`` is ``(d_attn,)``. The concatenation is never
+    built: ``W_a [q; k] = W_a[:, :d_q] q + W_a[:, d_q:] k``, so the query part is computed
+    once per query and the key part once per key, then broadcast to every (query, key) pair.
+    """
+    _check_query_keys(query, keys)
+    d_q, d_k = query.shape[-1], keys.shape[-1]
+    check_tensor("w_a", w_a, ndim=2, floating=True, shape_hint="(d_attn, d_q + d_k)")
+    check_tensor("v_a", v_a, ndim=1, floating=True, shape_hint="(d_attn,)")
+    if w_a.shape[1] != d_q + d_k:
+        raise ValueError(f"w_a must have shape (d_attn, d_q + d_k) = (d_attn, {d_q + d_k}), "
+                         f"got {tuple(w_a.shape)}")
+    check_same_size("w_a", w_a.shape[0], "v_a", v_a.shape[0], "attention size (d_attn)")
+    from_query = query @ w_a[:, :d_q].T          # (..., L_q, d_attn)
+    from_keys = keys @ w_a[:, d_q:].T            # (..., L_k, d_attn)
+    hidden = torch.tanh(from_query.unsqueeze(-2) + from_keys.unsqueeze(-3))  # (..., L_q, L_k, d_attn)
+    return hidden @ v_a                           # (..., L_q, L_k)
+
+
+# --------------------------------------------------------------------------------------------
+# steps 1-3 together: scaled dot-product attention
+# --------------------------------------------------------------------------------------------
+
+def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                 mask: torch.Tensor | None = None,
+                                 dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``, written out step by step.
+
+    q ``(..., L_q, d_k)``, k ``(..., L_k, d_k)``, v ``(..., L_k, d_v)``; ``mask`` boolean,
+    broadcastable to ``(..., L_q, L_k)``, True where attention is allowed.
+
+    Returns ``(output (..., L_q, d_v), weights (..., L_q, L_k))``. ``weights`` are the softmax
+    weights before dropout (dropout, if ``dropout_p > 0``, is applied to the weights that mix
+    the values, as in the paper).
+    """
+    check_tensor("q", q, floating=True, shape_hint="(..., L_q, d_k)")
+    check_tensor("k", k, floating=True, shape_hint="(..., L_k, d_k)")
+    check_tensor("v", v, floating=True, shape_hint="(..., L_k, d_v)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., L, d), got shape "
+                             f"{tuple(t.shape)}")
+    check_same_size("q", q.shape[-1], "k", k.shape[-1], "last dimension (d_k)")
+    check_same_size("k", k.shape[-2], "v", v.shape[-2], "number of positions (L_k)")
+    dropout_p = check_probability("dropout_p", dropout_p)
+    scores = scaled_dot_score(q, k)                       # (..., L_q, L_k)
+    weights = masked_softmax(scores, mask)                # (..., L_q, L_k)
+    mixing = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return mixing @ v, weights                            # (..., L_q, d_v)
+
+
+# --------------------------------------------------------------------------------------------
+# RNN-era attention modules: one query vector per decoder step
+# --------------------------------------------------------------------------------------------
+
+class _ScoredAttention(nn.Module):
+    """Shared forward of the RNN-era attention modules; subclasses define ``score``."""
+
+    score_name = ""
+
+    def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attend from ``query`` over ``keys`` and return ``(context, weights)``.
+
+        query ``(B, d_q)`` (one decoder state) or ``(B, L_q, d_q)``; keys ``(B, L_k, d_k)``
+        (the encoder states); values ``(B, L_k, d_v)``, by default the keys themselves as in
+        Bahdanau et al.; mask ``(B, L_k)`` or broadcastable to ``(B, L_q, L_k)``, True at real
+        source tokens. context is ``(B, d_v)`` or ``(B, L_q, d_v)``; weights ``(B, L_k)`` or
+        ``(B, L_q, L_k)``.
+        """
+        check_tensor("query", query, ndim=(2, 3), floating=True,
+                     shape_hint="(B, d_q) or (B, L_q, d_q)")
+        check_tensor("keys", keys, ndim=3, floating=True, shape_hint="(B, L_k, d_k)")
+        values = keys if values is None else values
+        check_tensor("values", values, ndim=3, floating=True, shape_hint="(B, L_k, d_v)")
+        check_same_size("query", query.shape[0], "keys", keys.shape[0], "batch size")
+        check_same_size("keys", keys.shape[0], "values", values.shape[0], "batch size")
+        check_same_size("keys", keys.shape[1], "values", values.shape[1],
+                        "number of positions (L_k)")
+        single = query.dim() == 2
+        q = query.unsqueeze(1) if single else query
+        if mask is not None and mask.dim() == 2:
+            mask = mask.unsqueeze(1)                           # (B, 1, L_k)
+        weights = masked_softmax(self.score(q, keys), mask)   # (B, L_q, L_k)
+        context = weights @ values                            # (B, L_q, d_v)
+        if single:
+            return context.squeeze(1), weights.squeeze(1)
+        return context, weights
+
+    def extra_repr(self) -> str:
+        return f"score={self.score_name!r}"
+
+
+class AdditiveAttention(_ScoredAttention):
+    """Bahdanau attention: ``score(s, h) = v_a^T tanh(W_a [s; h])``.
+
+    ``w_a`` is ``nn.Linear(query_dim + key_dim, hidden_dim, bias=False)`` and ``v_a`` is
+    ``nn.Linear(hidden_dim, 1, bias=False)``, exactly the two layers of the formula.
+    """
+
+    score_name = "additive"
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int):
+        super().__init__()
+        check_positive_int("query_dim", query_dim)
+        check_positive_int("key_dim", key_dim)
+        check_positive_int("hidden_dim", hidden_dim)
+        self.w_a = nn.Linear(query_dim + key_dim, hidden_dim, bias=False)
+        self.v_a = nn.Linear(hidden_dim, 1, bias=False)
+
+    def score(self, query, keys):
+        return additive_score(query, keys, self.w_a.weight, self.v_a.weight[0])
+
+
+class DotAttention(_ScoredAttention):
+    """Luong's dot attention, ``score(s, h) = s . h``; ``scaled=True`` divides by sqrt(d)."""
+
+    def __init__(self, scaled: bool = False):
+        super().__init__()
+        self.scaled = bool(scaled)
+        self.score_name = "scaled_dot" if self.scaled else "dot"
+
+    def score(self, query, keys):
+        return scaled_dot_score(query, keys) if self.scaled else dot_score(query, keys)
+
+
+class GeneralAttention(_ScoredAttention):
+    """Luong's general attention, ``score(s, h) = s^T W_a h`` with ``W_a`` ``(query_dim, key_dim)``."""
+
+    score_name = "general"
+
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        check_positive_int("query_dim", query_dim)
+        check_positive_int("key_dim", key_dim)
+        self.w_a = nn.Parameter(torch.empty(query_dim, key_dim))
+        nn.init.xavier_uniform_(self.w_a)
+
+    def score(self, query, keys):
+        return general_score(query, keys, self.w_a)
+
+
+SCORE_FUNCTIONS = ("additive", "dot", "general", "scaled_dot")
+
+
+def make_attention(score: str, query_dim: int, key_dim: int,
+                   hidden_dim: int | None = None) -> _ScoredAttention:
+    """Build an RNN-era attention module by the name of its score function.
+
+    ``score`` is one of ``"additive"`` (needs ``hidden_dim``, default ``key_dim``), ``"dot"``,
+    ``"scaled_dot"`` (both need ``query_dim == key_dim``) or ``"general"``.
+    """
+    if score not in SCORE_FUNCTIONS:
+        raise ValueError(f"score must be one of {SCORE_FUNCTIONS}, got {score!r}")
+    check_positive_int("query_dim", query_dim)
+    check_positive_int("key_dim", key_dim)
+    if score == "additive":
+        return AdditiveAttention(query_dim, key_dim, hidden_dim or key_dim)
+    if score == "general":
+        return GeneralAttention(query_dim, key_dim)
+    if query_dim != key_dim:
+        raise ValueError(f"score={score!r} needs query_dim == key_dim, got {query_dim} and "
+                         f"{key_dim}; use 'general' or 'additive' for different sizes")
+    return DotAttention(scaled=score == "scaled_dot")
+
+
+# --------------------------------------------------------------------------------------------
+# Transformer attention
+# --------------------------------------------------------------------------------------------
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (多头注意力) of Vaswani et al. (2017), batch first.
+
+    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O`` with
+    ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)``. The ``h`` per-head projections of size
+    ``d_model x d_k`` are stored side by side in one ``nn.Linear(d_model, d_model)`` each
+    (``w_q``, ``w_k``, ``w_v``), as the notes name them; ``w_o`` is ``W^O``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("n_heads", n_heads)
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model} and "
+                             f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})")
+        self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
+        self.dropout = check_probability("dropout", dropout)
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape                                   # (B, L, d_model)
+        return x.view(b, n, self.n_heads, self.d_k).transpose(1, 2)   # (B, H, L, d_k)
+
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: torch.Tensor | None = None,
+                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``.
+
+        ``mask`` (boolean, True = may attend) is ``(L_q, L_k)``, ``(B, L_q, L_k)`` (or
+        ``(B, 1, L_k)`` from :func:`padding_mask`), or ``(B, H, L_q, L_k)``.
+
+        Returns ``(output (B, L_q, d_model), weights (B, H, L_q, L_k))``. With
+        ``need_weights=False`` the fused ``F.scaled_dot_product_attention`` kernel is used and
+        ``weights`` is None.
+        """
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, t, ndim=3, floating=True, shape_hint="(B, L, d_model)")
+            if t.shape[-1] != self.d_model:
+                raise ValueError(f"{name} must have last dimension d_model={self.d_model}, got "
+                                 f"shape {tuple(t.shape)}")
+        check_same_size("query", query.shape[0], "key", key.shape[0], "batch size")
+        check_same_size("key", key.shape[0], "value", value.shape[0], "batch size")
+        check_same_size("key", key.shape[1], "value", value.shape[1], "length (L_k)")
+        b, l_q, l_k = query.shape[0], query.shape[1], key.shape[1]
+        if mask is not None:
+            check_tensor("mask", mask, ndim=(2, 3, 4), boolean=True,
+                         shape_hint="(L_q, L_k), (B, L_q, L_k) or (B, H, L_q, L_k)")
+            if mask.dim() == 3:
+                mask = mask.unsqueeze(1)                    # (B, 1, L_q | 1, L_k)
+            _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)))
+
+        q = self._split_heads(self.w_q(query))              # (B, H, L_q, d_k)
+        k = self._split_heads(self.w_k(key))                # (B, H, L_k, d_k)
+        v = self._split_heads(self.w_v(value))              # (B, H, L_k, d_k)
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            z, weights = scaled_dot_product_attention(q, k, v, mask, p)
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
+            if mask is not None:                            # rows with no allowed key -> 0
+                z = z.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
+            weights = None
+        z = z.transpose(1, 2).reshape(b, l_q, self.d_model)  # concat heads: (B, L_q, H * d_k)
+        return self.w_o(z), weights
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
+
+
+class SelfAttentionHead(nn.Module):
+    """One self-attention head, ``softmax(X W_Q (X W_K)^T / sqrt(d_k)) X W_V``, no bias.
+
+    By default every position shares the same ``W_Q, W_K, W_V`` of shape ``(d_model, d_k)``,
+    as in the Transformer. With ``n_positions`` set, every position gets its *own* three
+    matrices (stored as ``(n_positions, d_model, d_k)``): the counterfactual of notes 05,
+    section 三 ("what if each input vector had its own W?"). That layer has ``n_positions``
+    times the parameters and cannot run on a sequence longer than ``n_positions``.
+    """
+
+    def __init__(self, d_model: int, d_k: int, n_positions: int | None = None):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("d_k", d_k)
+        if n_positions is not None:
+            check_positive_int("n_positions", n_positions)
+        self.d_model, self.d_k, self.n_positions = d_model, d_k, n_positions
+        shape = (d_model, d_k) if n_positions is None else (n_positions, d_model, d_k)
+        bound = math.sqrt(6.0 / (d_model + d_k))            # Xavier uniform (per position)
+        self.w_q = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+        self.w_k = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+        self.w_v = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
+
+    def forward(self, x: torch.Tensor,
+                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """x ``(B, L, d_model)`` -> ``(output (B, L, d_k), weights (B, L, L))``."""
+        check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
+        if x.shape[-1] != self.d_model:
+            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape "
+                             f"{tuple(x.shape)}")
+        n = x.shape[1]
+        if self.n_positions is None:                        # shared: one W for every position
+            q, k, v = x @ self.w_q, x @ self.w_k, x @ self.w_v
+        elif n > self.n_positions:
+            raise ValueError(f"x has {n} positions but this layer only has weights for "
+                             f"n_positions={self.n_positions}: per-position weights cannot "
+                             "handle longer sequences")
+        else:                                               # position l uses its own W[l]
+            q = torch.einsum("bld,ldk->blk", x, self.w_q[:n])
+            k = torch.einsum("bld,ldk->blk", x, self.w_k[:n])
+            v = torch.einsum("bld,ldk->blk", x, self.w_v[:n])
+        return scaled_dot_product_attention(q, k, v, mask)
+
+    def extra_repr(self) -> str:
+        where = "shared" if self.n_positions is None else f"per position (n_positions={self.n_positions})"
+        return f"d_model={self.d_model}, d_k={self.d_k}, weights {where}"

@@ -1,0 +1,58 @@
+"""Seeding, device choice and the setup every chapter starts with."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import numpy as np
+import torch
+
+__all__ = ["seed_everything", "get_device", "setup_notebook"]
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python's, NumPy's and PyTorch's random number generators (all devices)."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+
+
+def get_device(preference: str = "auto") -> torch.device:
+    """Pick the device: ``"auto"`` takes CUDA, then Apple's MPS, then the CPU.
+
+    Naming a device that is not available is an error, not a silent fall-back.
+    """
+    if preference not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {preference!r}")
+    cuda = torch.cuda.is_available()
+    mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    if preference == "auto":
+        return torch.device("cuda" if cuda else "mps" if mps else "cpu")
+    if preference == "cuda" and not cuda:
+        raise ValueError("device='cuda' was asked for but torch.cuda.is_available() is False")
+    if preference == "mps" and not mps:
+        raise ValueError("device='mps' was asked for but the MPS backend is not available")
+    return torch.device(preference)
+
+
+def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2) -> torch.device:
+    """The first cell of every chapter: seed everything, round printed numbers, pick a device.
+
+    ``threads`` fixes PyTorch's CPU thread count so that float results (and the numbers the
+    chapter prints) do not depend on how many cores the reader's machine has. Returns the
+    device and prints it.
+    """
+    seed_everything(seed)
+    np.set_printoptions(precision=4, suppress=True)
+    torch.set_printoptions(precision=4, sci_mode=False)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    os.environ.setdefault("PYTHONHASHSEED", str(seed))
+    dev = get_device(device)
+    print(f"attnbook ready: seed={seed}, device={dev.type}")
+    return dev

@@ -1,0 +1,201 @@
+"""Pictures and matrix renderings shared by every chapter (matplotlib, LaTeX, HTML).
+
+No chapter writes its own plotting helper: heatmaps of attention weights with token labels,
+the per-step picture of the three attention steps, and matrices rendered as LaTeX (for the
+prose, typeset by MathJax) or as HTML tables (for widgets, which MathJax does not reach).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Iterable, Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+__all__ = [
+    "to_numpy",
+    "heatmap",
+    "attention_step_figure",
+    "matrix_to_latex",
+    "matrix_to_html",
+    "figure_to_png",
+    "png_to_html",
+]
+
+Cells = Iterable[tuple[int, int]]
+
+
+def to_numpy(x) -> np.ndarray:
+    """A tensor, array or nested list as a float NumPy array (detached, on the CPU)."""
+    if isinstance(x, torch.Tensor):
+        x = x.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(x, dtype=float)
+
+
+def _check_2d(name: str, m: np.ndarray) -> np.ndarray:
+    if m.ndim != 2:
+        raise ValueError(f"{name} must be a 2-D matrix, got shape {m.shape}")
+    return m
+
+
+def heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
+            *, ax=None, annotate: bool | None = None, fmt: str = ".2f", cmap: str = "Blues",
+            vmin: float | None = 0.0, vmax: float | None = None, colorbar: bool = True,
+            title: str | None = None, xlabel: str = "keys", ylabel: str = "queries"):
+    """Draw a matrix of attention weights: query rows, key columns, token labels on both axes.
+
+    ``annotate`` writes each value in its cell (default: on for matrices up to 12x12).
+    Returns the matplotlib ``Axes``.
+    """
+    m = _check_2d("weights", to_numpy(weights))
+    for name, labels, n in (("x_labels", x_labels, m.shape[1]), ("y_labels", y_labels, m.shape[0])):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{name} must have {n} labels to match weights of shape {m.shape}, "
+                             f"got {len(labels)}")
+    if ax is None:
+        w, h = max(2.5, 0.45 * m.shape[1] + 1.5), max(2.0, 0.4 * m.shape[0] + 1.0)
+        _, ax = plt.subplots(figsize=(w, h))
+    im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(m.shape[1]))
+    ax.set_yticks(range(m.shape[0]))
+    ax.set_xticklabels(x_labels if x_labels is not None else range(m.shape[1]),
+                       rotation=90 if x_labels is not None and max(map(len, map(str, x_labels)), default=0) > 3 else 0)
+    ax.set_yticklabels(y_labels if y_labels is not None else range(m.shape[0]))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = m.shape[0] <= 12 and m.shape[1] <= 12
+    if annotate:
+        top = np.nanmax(m) if vmax is None else vmax
+        bottom = np.nanmin(m) if vmin is None else vmin
+        middle = (top + bottom) / 2
+        for i in range(m.shape[0]):
+            for j in range(m.shape[1]):
+                ax.text(j, i, format(m[i, j], fmt), ha="center", va="center", fontsize=8,
+                        color="white" if m[i, j] > middle else "black")
+    if colorbar:
+        ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    return ax
+
+
+def attention_step_figure(keys: Sequence[str], scores, weights, context=None, *,
+                          title: str = "", context_labels: Sequence[str] | None = None):
+    """One decoder step of attention as three panels: scores, softmax weights, context vector.
+
+    ``scores`` and ``weights`` are ``(L_k,)`` over the labelled ``keys``; ``context`` is the
+    weighted sum ``(d,)``. Returns the ``Figure``.
+    """
+    s, w = to_numpy(scores).ravel(), to_numpy(weights).ravel()
+    if not (len(keys) == len(s) == len(w)):
+        raise ValueError(f"keys, scores and weights must have the same length, got {len(keys)}, "
+                         f"{len(s)} and {len(w)}")
+    panels = 3 if context is not None else 2
+    fig, axes = plt.subplots(1, panels, figsize=(3.1 * panels, 2.4),
+                             gridspec_kw={"width_ratios": [3, 3, 2][:panels]})
+    pos = np.arange(len(keys))
+    axes[0].bar(pos, s, color=["#d62728" if v < 0 else "#1f77b4" for v in s])
+    axes[0].set_title("1. alignment scores")
+    axes[1].bar(pos, w, color="#2ca02c")
+    axes[1].set_ylim(0, 1)
+    axes[1].set_title("2. softmax weights")
+    for ax in axes[:2]:
+        ax.set_xticks(pos)
+        ax.set_xticklabels(keys, rotation=45, ha="right")
+        ax.axhline(0, color="black", lw=0.6)
+    for p, v in zip(pos, w, strict=True):
+        axes[1].text(p, v + 0.02, f"{v:.2f}", ha="center", fontsize=7)
+    if context is not None:
+        c = to_numpy(context).ravel()
+        axes[2].barh(np.arange(len(c))[::-1], c, color="#9467bd")
+        axes[2].set_yticks(np.arange(len(c))[::-1])
+        axes[2].set_yticklabels(context_labels if context_labels is not None
+                                else [f"c[{i}]" for i in range(len(c))])
+        axes[2].axvline(0, color="black", lw=0.6)
+        axes[2].set_title("3. context vector")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _fmt(v: float, digits: int) -> str:
+    if abs(v) < 0.5 * 10.0 ** (-digits):
+        v = 0.0
+    text = f"{v:.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def matrix_to_latex(m, digits: int = 3, *, name: str | None = None, highlight: Cells = (),
+                    color: str = "#d62728") -> str:
+    r"""A matrix as a LaTeX ``bmatrix`` for MathJax, e.g. ``Q = \begin{bmatrix}...``.
+
+    Values are rounded to ``digits`` decimals (trailing zeros dropped). Cells listed in
+    ``highlight`` as ``(row, col)`` are coloured and bold.
+    """
+    a = _check_2d("m", to_numpy(m))
+    marked = set(highlight)
+    rows = []
+    for i in range(a.shape[0]):
+        cells = []
+        for j in range(a.shape[1]):
+            v = _fmt(a[i, j], digits)
+            cells.append(rf"\color{{{color}}}{{\mathbf{{{v}}}}}" if (i, j) in marked else v)
+        rows.append(" & ".join(cells))
+    body = r" \\ ".join(rows)
+    prefix = f"{name} = " if name else ""
+    return prefix + r"\begin{bmatrix} " + body + r" \end{bmatrix}"
+
+
+def matrix_to_html(m, digits: int = 3, *, title: str | None = None, highlight: Cells = (),
+                   row_labels: Sequence[str] | None = None,
+                   col_labels: Sequence[str] | None = None, color: str = "#ffd27f") -> str:
+    """A matrix as a small HTML table (for widgets: MathJax does not typeset inside them).
+
+    Cells in ``highlight`` get a coloured background.
+    """
+    a = _check_2d("m", to_numpy(m))
+    marked = set(highlight)
+    cell = "padding:2px 6px;text-align:right;font-family:monospace;border:1px solid #ddd;"
+    head = "padding:2px 6px;color:#666;font-size:85%;"
+    out = ['<table style="border-collapse:collapse;display:inline-table;margin:4px 10px '
+           '4px 0;vertical-align:top;">']
+    if title:
+        out.append(f'<caption style="caption-side:top;font-weight:bold;text-align:left;">'
+                   f"{html.escape(title)}</caption>")
+    if col_labels is not None:
+        out.append("<tr>" + ("<th></th>" if row_labels is not None else "")
+                   + "".join(f'<th style="{head}">{html.escape(str(c))}</th>' for c in col_labels)
+                   + "</tr>")
+    for i in range(a.shape[0]):
+        row = "<tr>"
+        if row_labels is not None:
+            row += f'<th style="{head}">{html.escape(str(row_labels[i]))}</th>'
+        for j in range(a.shape[1]):
+            bg = f"background:{color};font-weight:bold;" if (i, j) in marked else ""
+            row += f'<td style="{cell}{bg}">{_fmt(a[i, j], digits)}</td>'
+        out.append(row + "</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def figure_to_png(fig, dpi: int = 80, close: bool = True) -> bytes:
+    """Render a matplotlib figure to PNG bytes (small by default, for embedded widget views)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
+    if close:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def png_to_html(png: bytes, alt: str = "") -> str:
+    """PNG bytes as an inline ``<img>`` tag."""
+    data = base64.b64encode(png).decode("ascii")
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'

@@ -1,0 +1,281 @@
+"""Explorers that keep working on the static page of the book.
+
+Readers mostly meet the book as rendered HTML, where no Python kernel runs, so ``observe``
+callbacks never fire there. Every discrete choice (a decoder step, a stage of a computation,
+a token) is therefore built the static way: each view is computed in advance, the views sit
+in an ``ipywidgets.Stack``, and the control is tied to the stack with ``jslink``. The saved
+widget state carries both, and the page's widget manager runs the link in the browser.
+
+Edits that need Python (typing a new matrix entry) are live only with a kernel; those
+widgets say so and show the default result on the static page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import ipywidgets as W
+from matplotlib.figure import Figure
+
+from . import viz
+from .worked import SingleHeadExample, single_head_example
+
+__all__ = [
+    "as_view",
+    "static_stepper",
+    "static_selector",
+    "decoder_steps_explorer",
+    "worked_stages",
+    "worked_stage_explorer",
+    "WorkedExampleEditor",
+]
+
+
+def as_view(view) -> W.Widget:
+    """Turn a view into a widget: HTML text, PNG bytes, a matplotlib Figure, or a widget."""
+    if isinstance(view, W.Widget):
+        return view
+    if isinstance(view, Figure):
+        view = viz.figure_to_png(view)
+    if isinstance(view, bytes):
+        return W.Image(value=view, format="png")
+    if isinstance(view, str):
+        return W.HTML(value=view)
+    raise TypeError(f"a view must be HTML (str), PNG (bytes), a matplotlib Figure or a widget, "
+                    f"got {type(view).__name__}")
+
+
+def _link_to_stack(control: W.Widget, attribute: str, stack: W.Stack):
+    """Tie ``control.attribute`` (an int) to ``stack.selected_index``.
+
+    ``jslink`` runs in the browser (the static page); ``observe`` does the same in Python, so
+    that code driving the widget without a front end (tests, scripts) sees the same view.
+    """
+    link = W.jslink((control, attribute), (stack, "selected_index"))
+
+    def follow(change):
+        stack.selected_index = change["new"]
+
+    control.observe(follow, names=attribute)
+    return link
+
+
+def static_stepper(views: Sequence, *, description: str = "step",
+                   labels: Sequence[str] | None = None) -> W.VBox:
+    """A slider over precomputed views that works without a kernel.
+
+    ``labels`` (one per view) are shown beside the slider in the browser through a second
+    stack of labels, so the reader sees what each position means.
+    """
+    if len(views) == 0:
+        raise ValueError("views must hold at least one view, got none")
+    if labels is not None and len(labels) != len(views):
+        raise ValueError(f"labels must have one entry per view ({len(views)}), got {len(labels)}")
+    stack = W.Stack([as_view(v) for v in views], selected_index=0)
+    slider = W.IntSlider(value=0, min=0, max=len(views) - 1, description=description,
+                         continuous_update=True, layout=W.Layout(width="380px"),
+                         style={"description_width": "initial"})
+    links = [_link_to_stack(slider, "value", stack)]
+    header = [slider]
+    if labels is not None:
+        label_stack = W.Stack([W.HTML(f"<b>{label}</b>") for label in labels], selected_index=0)
+        links.append(_link_to_stack(slider, "value", label_stack))
+        header.append(label_stack)
+    box = W.VBox([W.HBox(header), stack])
+    box.control, box.stack, box.links = slider, stack, links
+    return box
+
+
+def static_selector(views: Sequence, options: Sequence[str], *, description: str = "") -> W.VBox:
+    """Toggle buttons choosing one of several precomputed views; works without a kernel."""
+    if len(views) != len(options) or not views:
+        raise ValueError(f"views and options must be non-empty and of equal length, got "
+                         f"{len(views)} views and {len(options)} options")
+    stack = W.Stack([as_view(v) for v in views], selected_index=0)
+    buttons = W.ToggleButtons(options=list(options), index=0, description=description,
+                              style={"button_width": "auto"})
+    link = _link_to_stack(buttons, "index", stack)
+    box = W.VBox([buttons, stack])
+    box.control, box.stack, box.links = buttons, stack, [link]
+    return box
+
+
+def decoder_steps_explorer(keys: Sequence[str], outputs: Sequence[str], scores, weights,
+                           contexts=None, *, context_labels: Sequence[str] | None = None,
+                           dpi: int = 72) -> W.VBox:
+    """Step through decoder time steps: each view shows that step's scores, weights, context.
+
+    ``scores`` and ``weights`` are ``(T, L_k)`` (one row per output token in ``outputs``),
+    ``contexts`` ``(T, d)``, with optional names for its ``d`` coordinates.
+    """
+    s, w = viz.to_numpy(scores), viz.to_numpy(weights)
+    if s.shape != w.shape or s.ndim != 2 or s.shape != (len(outputs), len(keys)):
+        raise ValueError(f"scores and weights must both have shape (len(outputs), len(keys)) = "
+                         f"({len(outputs)}, {len(keys)}), got {s.shape} and {w.shape}")
+    c = None if contexts is None else viz.to_numpy(contexts)
+    views = []
+    for t, out in enumerate(outputs):
+        fig = viz.attention_step_figure(keys, s[t], w[t], None if c is None else c[t],
+                                        context_labels=context_labels,
+                                        title=f"step {t + 1}: producing '{out}'")
+        views.append(viz.figure_to_png(fig, dpi=dpi))
+    labels = [f"step {t + 1} → {out}" for t, out in enumerate(outputs)]
+    return static_stepper(views, description="decoder step", labels=labels)
+
+
+# ---------------------------------------------------------------------------------------------
+# the worked single-head example (notes 05)
+# ---------------------------------------------------------------------------------------------
+
+STAGES = ("X and the weights", "Q = XW_Q, K = XW_K, V = XW_V", "scores = QKᵀ",
+          "scaled = scores / √d_k", "weights = softmax(scaled)", "Z = weights · V")
+
+
+def worked_stages(ex: SingleHeadExample, row: int, *, digits: int = 3,
+                  changed: dict[str, set] | None = None) -> list[str]:
+    """HTML views of the six stages of one head, highlighting what produces row ``row``.
+
+    Stage by stage: the input row of X; the rows of Q, K, V it becomes; row ``row`` of the
+    scores (query ``row`` against every key); the scaled row; its softmax; and the output row
+    of Z, which mixes every row of V. ``changed`` marks edited cells (used by the editor).
+    """
+    n = ex.X.shape[0]
+    if not 0 <= row < n:
+        raise ValueError(f"row must be in 0..{n - 1}, got {row}")
+    changed = changed or {}
+    tokens = [f"x{i + 1}" for i in range(n)]
+
+    def table(name, m, cells=(), rows=None, cols=None):
+        cells = set(cells) | set(changed.get(name, ()))
+        return viz.matrix_to_html(m, digits, title=name, highlight=cells,
+                                  row_labels=rows, col_labels=cols)
+
+    def row_cells(m, i):
+        return {(i, j) for j in range(m.shape[1])}
+
+    d = ex.d_k
+    all_rows = {(i, j) for i in range(n) for j in range(ex.V.shape[1])}
+    views = [
+        table("X", ex.X, row_cells(ex.X, row), tokens) + table("W_Q", ex.W_Q)
+        + table("W_K", ex.W_K) + table("W_V", ex.W_V),
+        table("X", ex.X, row_cells(ex.X, row), tokens) + table("Q", ex.Q, row_cells(ex.Q, row), tokens)
+        + table("K", ex.K, rows=tokens) + table("V", ex.V, rows=tokens),
+        table("Q", ex.Q, row_cells(ex.Q, row), tokens) + table("Kᵀ", ex.K.T, cols=tokens)
+        + table("scores", ex.scores, row_cells(ex.scores, row), tokens, tokens),
+        table("scores", ex.scores, row_cells(ex.scores, row), tokens, tokens)
+        + f'<span style="font-size:120%;padding:0 8px;">÷ √{d} =</span>'
+        + table("scaled", ex.scaled, row_cells(ex.scaled, row), tokens, tokens),
+        table("scaled", ex.scaled, row_cells(ex.scaled, row), tokens, tokens)
+        + '<span style="font-size:120%;padding:0 8px;">softmax by row →</span>'
+        + table("weights", ex.weights, row_cells(ex.weights, row), tokens, tokens),
+        table("weights", ex.weights, row_cells(ex.weights, row), tokens, tokens)
+        + table("V", ex.V, all_rows, tokens)
+        + table("Z", ex.Z, row_cells(ex.Z, row), tokens),
+    ]
+    return [f"<div><p><b>{STAGES[i]}</b> (highlighted: what produces token x{row + 1})</p>{v}</div>"
+            for i, v in enumerate(views)]
+
+
+def worked_stage_explorer(ex: SingleHeadExample | None = None, *, digits: int = 3) -> W.VBox:
+    """Token buttons x stage slider over the worked example; works without a kernel.
+
+    One stack per token holds that token's six stage views; the stage slider is linked to
+    every per-token stack, and the token buttons choose the stack.
+    """
+    ex = single_head_example() if ex is None else ex
+    n = ex.X.shape[0]
+    slider = W.IntSlider(value=0, min=0, max=len(STAGES) - 1, description="stage",
+                         layout=W.Layout(width="340px"))
+    per_token, links = [], []
+    for row in range(n):
+        stack = W.Stack([W.HTML(v) for v in worked_stages(ex, row, digits=digits)],
+                        selected_index=0)
+        links.append(_link_to_stack(slider, "value", stack))
+        per_token.append(stack)
+    outer = W.Stack(per_token, selected_index=0)
+    buttons = W.ToggleButtons(options=[f"token x{i + 1}" for i in range(n)], index=0,
+                              description="follow", style={"button_width": "auto"})
+    links.append(_link_to_stack(buttons, "index", outer))
+    box = W.VBox([W.HBox([buttons]), slider, outer])
+    box.control, box.stack, box.token_control, box.links = slider, outer, buttons, links
+    return box
+
+
+class WorkedExampleEditor:
+    """Change one entry of X, W_Q, W_K or W_V and watch every later matrix recompute.
+
+    Needs a running kernel (Jupyter, Colab, Binder): on the static page the controls do
+    nothing and the view shows the notes' default matrices, as the note in the widget says.
+    ``self.example`` always holds the current :class:`SingleHeadExample`.
+    """
+
+    MATRICES = ("X", "W_Q", "W_K", "W_V")
+
+    def __init__(self, example: SingleHeadExample | None = None, *, digits: int = 3):
+        base = single_head_example() if example is None else example
+        self.digits = digits
+        self.original = {name: getattr(base, name).clone() for name in self.MATRICES}
+        self.current = {name: m.clone() for name, m in self.original.items()}
+        self.example = base
+        self.matrix = W.ToggleButtons(options=list(self.MATRICES), description="edit",
+                                      style={"button_width": "auto"})
+        self.row = W.BoundedIntText(value=2, min=0, max=base.X.shape[0] - 1, description="row",
+                                    layout=W.Layout(width="140px"))
+        self.col = W.BoundedIntText(value=0, min=0, max=base.X.shape[1] - 1, description="col",
+                                    layout=W.Layout(width="140px"))
+        self.value = W.FloatText(value=float(base.X[2, 0]), step=0.5, description="value",
+                                 layout=W.Layout(width="180px"))
+        self.reset = W.Button(description="reset", tooltip="back to the notes' matrices")
+        self.follow = W.ToggleButtons(options=[f"x{i + 1}" for i in range(base.X.shape[0])],
+                                      index=base.X.shape[0] - 1, description="follow",
+                                      style={"button_width": "auto"})
+        self.output = W.HTML()
+        note = W.HTML("<i>Live editing needs a running kernel (open this chapter in Jupyter, "
+                      "Colab or Binder). On the static page this shows the notes' matrices.</i>")
+        self._syncing = False
+        self.matrix.observe(self._on_select, names="value")
+        self.row.observe(self._on_select, names="value")
+        self.col.observe(self._on_select, names="value")
+        self.value.observe(self._on_value, names="value")
+        self.follow.observe(lambda _: self._render(), names="index")
+        self.reset.on_click(self._on_reset)
+        self.widget = W.VBox([note, self.matrix, W.HBox([self.row, self.col, self.value,
+                                                         self.reset]), self.follow, self.output])
+        self._render()
+
+    def set_entry(self, matrix: str, row: int, col: int, value: float) -> SingleHeadExample:
+        """Set one entry and recompute (what the controls do); returns the new example."""
+        if matrix not in self.MATRICES:
+            raise ValueError(f"matrix must be one of {self.MATRICES}, got {matrix!r}")
+        rows, cols = self.current[matrix].shape
+        if not (0 <= row < rows and 0 <= col < cols):
+            raise ValueError(f"(row, col) must index {matrix} of shape ({rows}, {cols}), "
+                             f"got ({row}, {col})")
+        self.current[matrix][row, col] = float(value)
+        self._render()
+        return self.example
+
+    def _on_select(self, _change=None):
+        m = self.current[self.matrix.value]
+        self.row.max, self.col.max = m.shape[0] - 1, m.shape[1] - 1
+        self._syncing = True
+        self.value.value = float(m[self.row.value, self.col.value])
+        self._syncing = False
+
+    def _on_value(self, change):
+        if not self._syncing:
+            self.set_entry(self.matrix.value, self.row.value, self.col.value, change["new"])
+
+    def _on_reset(self, _button=None):
+        self.current = {name: m.clone() for name, m in self.original.items()}
+        self._on_select()
+        self._render()
+
+    def _render(self):
+        c = self.current
+        self.example = single_head_example(c["X"], c["W_Q"], c["W_K"], c["W_V"])
+        changed = {name: {tuple(ix) for ix in (c[name] != self.original[name]).nonzero().tolist()}
+                   for name in self.MATRICES}
+        views = worked_stages(self.example, self.follow.index, digits=self.digits,
+                              changed=changed)
+        self.output.value = "".join(views[1:])

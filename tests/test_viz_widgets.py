@@ -1,0 +1,97 @@
+"""attnbook.viz and attnbook.widgets, driven headless."""
+
+import ipywidgets as W
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+
+from attnbook import viz, widgets  # noqa: E402
+from attnbook.worked import single_head_example  # noqa: E402
+
+
+def test_matrix_to_latex_rounds_and_highlights():
+    tex = viz.matrix_to_latex([[1.0, 0.49551], [-0.00001, 2.5]], digits=3, name="A",
+                              highlight=[(1, 1)])
+    assert tex.startswith(r"A = \begin{bmatrix} 1 & 0.496 \\ 0 & ")
+    assert r"\mathbf{2.5}" in tex and tex.endswith(r"\end{bmatrix}")
+
+
+def test_matrix_to_html_highlights_cells_and_labels():
+    html = viz.matrix_to_html(torch.eye(2), title="I", highlight=[(0, 1)], row_labels=["a", "b"],
+                              col_labels=["c", "d"])
+    assert html.count("<td") == 4 and html.count("background:") == 1 and ">I</caption>" in html
+    with pytest.raises(ValueError, match="2-D"):
+        viz.matrix_to_html([1, 2, 3])
+
+
+def test_heatmap_labels_and_errors():
+    ax = viz.heatmap(torch.tensor([[0.2, 0.8], [1.0, 0.0]]), ["a", "b"], ["x", "y"])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["a", "b"]
+    assert len(ax.texts) == 4                       # annotated cells
+    with pytest.raises(ValueError, match="x_labels must have 2 labels"):
+        viz.heatmap(torch.zeros(2, 2), ["a"])
+
+
+def test_as_view_accepts_the_documented_kinds():
+    import matplotlib.pyplot as plt
+    assert isinstance(widgets.as_view("<b>x</b>"), W.HTML)
+    assert isinstance(widgets.as_view(plt.figure()), W.Image)
+    with pytest.raises(TypeError, match="a view must be"):
+        widgets.as_view(3)
+
+
+def test_static_stepper_switches_views_and_is_jslinked():
+    box = widgets.static_stepper(["<p>zero</p>", "<p>one</p>", "<p>two</p>"],
+                                 labels=["a", "b", "c"])
+    # the jslink is what the static page runs: control.value -> stack.selected_index
+    assert box.links[0].source == (box.control, "value")
+    assert box.links[0].target == (box.stack, "selected_index")
+    box.control.value = 2
+    assert box.stack.selected_index == 2
+    assert box.stack.children[box.stack.selected_index].value == "<p>two</p>"
+    with pytest.raises(ValueError, match="one entry per view"):
+        widgets.static_stepper(["a", "b"], labels=["x"])
+
+
+def test_decoder_steps_explorer_has_one_view_per_step():
+    w = torch.softmax(torch.randn(3, 4), -1)
+    box = widgets.decoder_steps_explorer(list("abcd"), ["X", "Y", "Z"], torch.randn(3, 4), w,
+                                         torch.randn(3, 2))
+    assert len(box.stack.children) == 3 and all(isinstance(c, W.Image) for c in box.stack.children)
+    assert box.control.max == 2
+    with pytest.raises(ValueError, match="len\\(outputs\\), len\\(keys\\)"):
+        widgets.decoder_steps_explorer(list("abc"), ["X"], torch.zeros(1, 4), torch.zeros(1, 4))
+
+
+def test_worked_stage_explorer_views_follow_token_and_stage():
+    ex = single_head_example()
+    box = widgets.worked_stage_explorer(ex)
+    assert len(box.stack.children) == 3
+    box.token_control.index = 2
+    box.control.value = 5
+    shown = box.stack.children[box.stack.selected_index]
+    assert box.stack.selected_index == 2 and shown.selected_index == 5
+    assert {ln.target[0] for ln in box.links} == {*box.stack.children, box.stack}
+    html = shown.children[5].value
+    assert "Z = weights · V" in html and "token x3" in html
+    assert viz._fmt(float(ex.Z[2, 0]), 3) in html
+
+
+def test_worked_example_editor_recomputes_everything():
+    ed = widgets.WorkedExampleEditor()
+    before = ed.output.value
+    ed.matrix.value = "X"
+    ed.row.value, ed.col.value = 2, 1
+    ed.value.value = 0.0                                   # X[2, 1]: 1 -> 0
+    expected = single_head_example(X=((1, 0, 1, 0), (0, 1, 0, 1), (1, 0, 1, 1)))
+    torch.testing.assert_close(ed.example.Z, expected.Z)
+    assert ed.output.value != before
+    assert viz._fmt(float(expected.weights[2, 2]), 3) in ed.output.value
+    ed.set_entry("W_K", 0, 0, 3.0)                         # W_K now differs from W_Q
+    assert not torch.equal(ed.example.W_K, ed.example.W_Q)
+    ed._on_reset()
+    torch.testing.assert_close(ed.example.Z, single_head_example().Z)
+    with pytest.raises(ValueError, match="must index W_Q of shape"):
+        ed.set_entry("W_Q", 4, 0, 1.0)
