@@ -69,12 +69,11 @@ def test_worked_stage_explorer_views_follow_token_and_stage():
     ex = single_head_example()
     box = widgets.worked_stage_explorer(ex)
     assert len(box.stack.children) == 3
-    box.token_control.index = 2
+    box.row_control.index = 2
     box.control.value = 5
-    shown = box.stack.children[box.stack.selected_index]
-    assert box.stack.selected_index == 2 and shown.selected_index == 5
-    assert {ln.target[0] for ln in box.links} == {*box.stack.children, box.stack}
-    html = shown.children[5].value
+    assert box.stack.selected_index == 2 and box.stack.children[2].selected_index == 5
+    assert {ln.target[0] for ln in box.links} >= {*box.stack.children, box.stack}
+    html = widgets.shown_view(box).value
     assert "Z = weights · V" in html and "token x3" in html
     assert viz._fmt(float(ex.Z[2, 0]), 3) in html
 
@@ -95,3 +94,44 @@ def test_worked_example_editor_recomputes_everything():
     torch.testing.assert_close(ed.example.Z, single_head_example().Z)
     with pytest.raises(ValueError, match="must index W_Q of shape"):
         ed.set_entry("W_Q", 4, 0, 1.0)
+
+
+def test_static_grid_checks_shapes_and_links_every_row():
+    views = [[f"<p>{r}{c}</p>" for c in "xyz"] for r in "ab"]
+    box = widgets.static_grid(views, ["a", "b"], ["x", "y", "z"], col_control="buttons")
+    box.row_control.index, box.control.index = 1, 2
+    assert widgets.shown_view(box).value == "<p>bz</p>"
+    assert len(box.links) == 3                       # one per row stack + the row stack
+    assert len(widgets.static_grid(views, ["a", "b"], ["x", "y", "z"]).links) == 4  # + names
+    with pytest.raises(ValueError, match="one view per column label"):
+        widgets.static_grid([["a"], ["b", "c"]], ["r1", "r2"], ["c1"])
+    with pytest.raises(ValueError, match="control must be"):
+        widgets.static_grid([["a"]], ["r"], ["c"], col_control="knob")
+
+
+def test_temperature_explorer_views_match_the_saturation_numbers():
+    from attnbook.attention import dot_score, softmax_saturation
+    box = widgets.temperature_explorer((4, 256), n_keys=5, seed=3)
+    assert [len(r.children) for r in box.stack.children] == [2, 2]
+    box.row_control.index, box.control.value = 0, 1
+    raw_view = widgets.shown_view(box).value
+    box.row_control.index = 1
+    assert widgets.shown_view(box).value != raw_view
+    g = torch.Generator().manual_seed(3)
+    for d in (4, 256):                      # the draws the explorer made, in its order
+        q = torch.randn(1, d, generator=g, dtype=torch.float64)
+        k = torch.randn(5, d, generator=g, dtype=torch.float64)
+    raw = softmax_saturation(dot_score(q, k)[0])
+    scaled = softmax_saturation(dot_score(q, k)[0] / 16)
+    assert raw["entropy"] < scaled["entropy"]            # d_k = 256: unscaled is sharper
+    with pytest.raises(ValueError, match="d_ks"):
+        widgets.temperature_explorer(())
+
+
+def test_softmax_saturation_limits():
+    from attnbook.attention import softmax_saturation
+    uniform = softmax_saturation(torch.zeros(4))
+    assert abs(float(uniform["entropy"]) - float(torch.log(torch.tensor(4.0)))) < 1e-6
+    peaked = softmax_saturation(torch.tensor([100.0, 0.0, 0.0, 0.0]))
+    assert float(peaked["max_weight"]) > 0.999 and float(peaked["jacobian_norm"]) < 1e-6
+    assert float(uniform["jacobian_norm"]) > 0.4

@@ -29,6 +29,7 @@ from ._checks import check_positive_int, check_probability, check_same_size, che
 
 __all__ = [
     "masked_softmax",
+    "softmax_saturation",
     "dot_score",
     "scaled_dot_score",
     "general_score",
@@ -137,6 +138,23 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     no_key = ~mask.any(dim=-1, keepdim=True)
     filled = scores.masked_fill(~mask, float("-inf")).masked_fill(no_key, 0.0)
     return torch.softmax(filled, dim=-1).masked_fill(~mask, 0.0)
+
+
+def softmax_saturation(scores: torch.Tensor) -> dict[str, torch.Tensor]:
+    """How saturated the softmax of ``scores`` (..., L_k) is, row by row.
+
+    Returns ``max_weight`` (1 = all weight on one key), ``entropy`` in nats (``log L_k`` =
+    uniform, 0 = one-hot) and ``jacobian_norm``, the Frobenius norm of
+    ``d softmax / d scores = diag(p) - p p^T``: how strongly the weights still respond to the
+    scores. A saturated softmax has a Jacobian near zero, so almost no gradient flows back
+    through it to the queries and keys.
+    """
+    check_tensor("scores", scores, floating=True)
+    p = torch.softmax(scores, dim=-1)
+    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+    jacobian = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
+    return {"max_weight": p.amax(-1), "entropy": entropy,
+            "jacobian_norm": jacobian.flatten(-2).norm(dim=-1)}
 
 
 # --------------------------------------------------------------------------------------------

@@ -24,7 +24,10 @@ __all__ = [
     "as_view",
     "static_stepper",
     "static_selector",
+    "static_grid",
+    "shown_view",
     "decoder_steps_explorer",
+    "temperature_explorer",
     "worked_stages",
     "worked_stage_explorer",
     "WorkedExampleEditor",
@@ -100,6 +103,61 @@ def static_selector(views: Sequence, options: Sequence[str], *, description: str
     return box
 
 
+def _control(kind: str, labels: Sequence[str], description: str) -> tuple[W.Widget, str]:
+    """A slider or toggle buttons over ``labels``; returns the widget and its int attribute."""
+    if kind == "slider":
+        return W.IntSlider(value=0, min=0, max=len(labels) - 1, description=description,
+                           layout=W.Layout(width="380px"),
+                           style={"description_width": "initial"}), "value"
+    if kind == "buttons":
+        return W.ToggleButtons(options=list(labels), index=0, description=description,
+                               style={"button_width": "auto", "description_width": "initial"}
+                               ), "index"
+    raise ValueError(f"control must be 'slider' or 'buttons', got {kind!r}")
+
+
+def static_grid(views: Sequence[Sequence], row_labels: Sequence[str], col_labels: Sequence[str],
+                *, row_description: str = "", col_description: str = "",
+                row_control: str = "buttons", col_control: str = "slider") -> W.VBox:
+    """Two controls over a grid of precomputed views ``views[row][col]``; no kernel needed.
+
+    Each row's views sit in a Stack whose index is linked to the column control; an outer
+    Stack of those rows is linked to the row control. Both links run in the browser.
+    """
+    if len(views) != len(row_labels) or not views:
+        raise ValueError(f"views must have one row per row label ({len(row_labels)}), "
+                         f"got {len(views)} rows")
+    for i, row in enumerate(views):
+        if len(row) != len(col_labels):
+            raise ValueError(f"views[{i}] must have one view per column label "
+                             f"({len(col_labels)}), got {len(row)}")
+    cols, col_attr = _control(col_control, col_labels, col_description)
+    rows, row_attr = _control(row_control, row_labels, row_description)
+    inner, links = [], []
+    for row in views:
+        stack = W.Stack([as_view(v) for v in row], selected_index=0)
+        links.append(_link_to_stack(cols, col_attr, stack))
+        inner.append(stack)
+    outer = W.Stack(inner, selected_index=0)
+    links.append(_link_to_stack(rows, row_attr, outer))
+    col_header = cols
+    if col_control == "slider":                     # a slider shows a number: name it too
+        names = W.Stack([W.HTML(f"<b>{label}</b>") for label in col_labels], selected_index=0)
+        links.append(_link_to_stack(cols, col_attr, names))
+        col_header = W.HBox([cols, names])
+    box = W.VBox([rows, col_header, outer])
+    box.row_control, box.control, box.stack, box.links = rows, cols, outer, links
+    return box
+
+
+def shown_view(box: W.VBox) -> W.Widget:
+    """The view a grid or stepper currently shows (what the reader sees)."""
+    view = box.stack.children[box.stack.selected_index]
+    while isinstance(view, W.Stack):
+        view = view.children[view.selected_index]
+    return view
+
+
 def decoder_steps_explorer(keys: Sequence[str], outputs: Sequence[str], scores, weights,
                            contexts=None, *, context_labels: Sequence[str] | None = None,
                            dpi: int = 72) -> W.VBox:
@@ -121,6 +179,47 @@ def decoder_steps_explorer(keys: Sequence[str], outputs: Sequence[str], scores, 
         views.append(viz.figure_to_png(fig, dpi=dpi))
     labels = [f"step {t + 1} → {out}" for t, out in enumerate(outputs)]
     return static_stepper(views, description="decoder step", labels=labels)
+
+
+def temperature_explorer(d_ks: Sequence[int] = (1, 4, 16, 64, 256, 1024), *, n_keys: int = 8,
+                         seed: int = 0, dpi: int = 72) -> W.VBox:
+    """Why the Transformer divides by sqrt(d_k): softmax weights of one random query.
+
+    For each ``d_k`` a query and ``n_keys`` keys are drawn with independent N(0, 1) entries
+    (the same draw for both rows of the grid). Row "q·k" shows the softmax of the raw dot
+    products, row "q·k / √d_k" of the scaled ones, each with its maximum weight, entropy and
+    Jacobian norm (:func:`attnbook.attention.softmax_saturation`).
+    """
+    import matplotlib.pyplot as plt
+    import torch
+
+    from .attention import dot_score, softmax_saturation
+
+    if not d_ks or any(isinstance(d, bool) or not isinstance(d, int) or d < 1 for d in d_ks):
+        raise ValueError(f"d_ks must be a non-empty list of positive ints, got {d_ks!r}")
+    g = torch.Generator().manual_seed(seed)
+    rows = {"q·k (unscaled)": [], "q·k / √d_k (scaled)": []}
+    for d in d_ks:
+        q = torch.randn(1, d, generator=g, dtype=torch.float64)
+        k = torch.randn(n_keys, d, generator=g, dtype=torch.float64)
+        raw = dot_score(q, k)[0]
+        for views, scores in zip(rows.values(), (raw, raw / d ** 0.5), strict=True):
+            stats = {key: float(v) for key, v in softmax_saturation(scores).items()}
+            p = torch.softmax(scores, -1)
+            fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 2.3))
+            ax1.bar(range(n_keys), scores.numpy(), color="#1f77b4")
+            ax1.set_title(f"scores, d_k = {d}")
+            ax1.set_xlabel("key")
+            ax2.bar(range(n_keys), p.numpy(), color="#2ca02c")
+            ax2.set_ylim(0, 1)
+            ax2.set_title(f"softmax: max {stats['max_weight']:.2f}, entropy "
+                          f"{stats['entropy']:.2f}, |J| {stats['jacobian_norm']:.3f}",
+                          fontsize=9)
+            ax2.set_xlabel("key")
+            fig.tight_layout()
+            views.append(viz.figure_to_png(fig, dpi=dpi))
+    return static_grid(list(rows.values()), list(rows), [f"d_k = {d}" for d in d_ks],
+                       row_description="scores", col_description="d_k")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -177,28 +276,12 @@ def worked_stages(ex: SingleHeadExample, row: int, *, digits: int = 3,
 
 
 def worked_stage_explorer(ex: SingleHeadExample | None = None, *, digits: int = 3) -> W.VBox:
-    """Token buttons x stage slider over the worked example; works without a kernel.
-
-    One stack per token holds that token's six stage views; the stage slider is linked to
-    every per-token stack, and the token buttons choose the stack.
-    """
+    """Token buttons x stage slider over the worked example; works without a kernel."""
     ex = single_head_example() if ex is None else ex
     n = ex.X.shape[0]
-    slider = W.IntSlider(value=0, min=0, max=len(STAGES) - 1, description="stage",
-                         layout=W.Layout(width="340px"))
-    per_token, links = [], []
-    for row in range(n):
-        stack = W.Stack([W.HTML(v) for v in worked_stages(ex, row, digits=digits)],
-                        selected_index=0)
-        links.append(_link_to_stack(slider, "value", stack))
-        per_token.append(stack)
-    outer = W.Stack(per_token, selected_index=0)
-    buttons = W.ToggleButtons(options=[f"token x{i + 1}" for i in range(n)], index=0,
-                              description="follow", style={"button_width": "auto"})
-    links.append(_link_to_stack(buttons, "index", outer))
-    box = W.VBox([W.HBox([buttons]), slider, outer])
-    box.control, box.stack, box.token_control, box.links = slider, outer, buttons, links
-    return box
+    views = [worked_stages(ex, row, digits=digits) for row in range(n)]
+    return static_grid(views, [f"token x{i + 1}" for i in range(n)], list(STAGES),
+                       row_description="follow", col_description="stage")
 
 
 class WorkedExampleEditor:

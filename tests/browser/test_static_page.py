@@ -143,3 +143,21 @@ def test_worked_example_explorer_follows_token_and_stage(browser_page):
     assert page.locator("mjx-container").count() > 20
     assert "\\begin{bmatrix}" not in page.locator("article").inner_text()
     assert not book_errors(errors), book_errors(errors)
+
+
+def test_temperature_explorer_switches_between_scaled_and_unscaled(browser_page):
+    page, errors = browser_page("05_score_functions")
+    box = page.locator(".widget-vbox").first
+    box.scroll_into_view_if_needed()
+    first = box.locator("img:visible").first.get_attribute("src")
+    box.locator(".noUi-handle, .ui-slider-handle").first.click()
+    page.keyboard.press("End")                                   # d_k = 1024
+    page.wait_for_timeout(300)
+    unscaled_1024 = box.locator("img:visible").first.get_attribute("src")
+    assert unscaled_1024 != first
+    shot(page, box, "05_temperature_unscaled_1024")
+    box.get_by_text("q·k / √d_k (scaled)", exact=True).click()
+    page.wait_for_timeout(300)
+    assert box.locator("img:visible").first.get_attribute("src") not in (first, unscaled_1024)
+    shot(page, box, "05_temperature_scaled_1024")
+    assert not book_errors(errors), book_errors(errors)
