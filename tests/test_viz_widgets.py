@@ -103,7 +103,7 @@ def test_static_grid_checks_shapes_and_links_every_row():
     assert widgets.shown_view(box).value == "<p>bz</p>"
     assert len(box.links) == 3                       # one per row stack + the row stack
     assert len(widgets.static_grid(views, ["a", "b"], ["x", "y", "z"]).links) == 4  # + names
-    with pytest.raises(ValueError, match="one view per column label"):
+    with pytest.raises(ValueError, match=r"depth 1 must have one entry per label of axis 1 \(1\), got 2"):
         widgets.static_grid([["a"], ["b", "c"]], ["r1", "r2"], ["c1"])
     with pytest.raises(ValueError, match="control must be"):
         widgets.static_grid([["a"]], ["r"], ["c"], col_control="knob")
@@ -135,3 +135,60 @@ def test_softmax_saturation_limits():
     peaked = softmax_saturation(torch.tensor([100.0, 0.0, 0.0, 0.0]))
     assert float(peaked["max_weight"]) > 0.999 and float(peaked["jacobian_norm"]) < 1e-6
     assert float(uniform["jacobian_norm"]) > 0.4
+
+
+def test_attention_grid_lays_out_layers_by_heads():
+    import matplotlib.pyplot as plt
+    w = torch.softmax(torch.randn(2, 3, 4, 5), -1)
+    fig = viz.attention_grid(w, list("abcde"), list("wxyz"))
+    assert len(fig.axes) == 6 and fig.axes[0].get_title() == "layer 1, head 1"
+    plt.close(fig)
+    assert len(viz.attention_grid(w[0, 0]).axes) == 1
+    with pytest.raises(ValueError, match="layers, heads, queries, keys"):
+        viz.attention_grid(torch.zeros(1, 2, 3, 4, 5))
+
+
+def test_positional_encoding_figure_checks_shape():
+    fig = viz.positional_encoding_figure(torch.zeros(10, 8))
+    assert fig.axes[0].get_xlabel() == "dimension i"
+    with pytest.raises(ValueError, match="2-D"):
+        viz.positional_encoding_figure(torch.zeros(3))
+
+
+def test_attention_explorer_views_every_example_type_and_layer():
+    def example(name, seed):
+        g = torch.Generator().manual_seed(seed)
+        w = lambda *shape: torch.softmax(torch.randn(*shape, generator=g), -1)  # noqa: E731
+        return {"name": name, "attention": {
+            "encoder self": (w(2, 2, 3, 3), list("abc"), list("abc")),
+            "cross": (w(2, 2, 4, 3), list("abc"), list("wxyz"))}}
+    box = widgets.attention_explorer([example("one", 0), example("two", 1)])
+    example_control, type_control, layer_control = box.controls
+    assert example_control.options == ("one", "two") and type_control.options == ("encoder self", "cross")
+    seen = set()
+    for e in range(2):
+        for t in range(2):
+            for layer in range(2):
+                example_control.index, type_control.index, layer_control.value = e, t, layer
+                seen.add(widgets.shown_view(box).value)
+    assert len(seen) == 8                                   # every combination has its own view
+    bad = example("three", 2)
+    del bad["attention"]["cross"]
+    with pytest.raises(ValueError, match="must have the attention types"):
+        widgets.attention_explorer([example("one", 0), bad])
+
+
+def test_positional_encoding_explorer_steppers():
+    n, d = 50, 16
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    freq = 10000 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pe = torch.zeros(n, d, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+    box = widgets.positional_encoding_explorer(pe, dims=(0, 3), positions=(0, 10, 40))
+    assert len(box.by_dimension.stack.children) == 2 and len(box.by_position.stack.children) == 3
+    box.by_position.control.value = 2
+    assert widgets.shown_view(box.by_position) is box.by_position.stack.children[2]
+    with pytest.raises(ValueError, match=r"dims must be non-empty and in 0..7"):
+        widgets.positional_encoding_explorer(pe, dims=(8,))
+    with pytest.raises(ValueError, match="even d_model"):
+        widgets.positional_encoding_explorer(torch.zeros(4, 3))

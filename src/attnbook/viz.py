@@ -199,3 +199,59 @@ def png_to_html(png: bytes, alt: str = "") -> str:
     """PNG bytes as an inline ``<img>`` tag."""
     data = base64.b64encode(png).decode("ascii")
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
+
+
+def attention_grid(weights, x_labels: Sequence[str] | None = None,
+                   y_labels: Sequence[str] | None = None, *, title: str = "",
+                   layer_names: Sequence[str] | None = None, cell: float = 2.2):
+    """Heatmaps of every head (columns) of every layer (rows): ``weights`` is ``(L, H, q, k)``.
+
+    A 3-D tensor ``(H, q, k)`` is one layer; a 2-D one is a single map. Token labels are put
+    on the outer axes only. Returns the ``Figure``.
+    """
+    w = to_numpy(weights)
+    if w.ndim == 2:
+        w = w[None, None]
+    elif w.ndim == 3:
+        w = w[None]
+    if w.ndim != 4:
+        raise ValueError(f"weights must be (layers, heads, queries, keys), (heads, queries, "
+                         f"keys) or (queries, keys), got shape {to_numpy(weights).shape}")
+    n_layers, n_heads, n_q, n_k = w.shape
+    if layer_names is not None and len(layer_names) != n_layers:
+        raise ValueError(f"layer_names must have {n_layers} names, got {len(layer_names)}")
+    fig, axes = plt.subplots(n_layers, n_heads, squeeze=False,
+                             figsize=(cell * n_heads * max(1.0, n_k / max(n_q, 1)) + 0.6,
+                                      cell * n_layers + 0.5))
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer, head]
+            heatmap(w[layer, head], x_labels, y_labels, ax=ax, colorbar=False, vmin=0, vmax=1,
+                    annotate=False, xlabel="", ylabel="")
+            name = layer_names[layer] if layer_names is not None else f"layer {layer + 1}"
+            ax.set_title(f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else "",
+                         fontsize=8)
+            if layer < n_layers - 1:
+                ax.set_xticklabels([])
+            if head > 0:
+                ax.set_yticklabels([])
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def positional_encoding_figure(pe, *, max_dims: int | None = None, title: str = ""):
+    """The positional-encoding matrix ``(n_positions, d_model)`` as a heatmap: rows are
+    positions, columns dimensions (even columns sin, odd columns cos). Returns the ``Figure``."""
+    m = _check_2d("pe", to_numpy(pe))
+    if max_dims is not None:
+        m = m[:, :max_dims]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    im = ax.imshow(m, cmap="RdBu", vmin=-1, vmax=1, aspect="auto", interpolation="nearest")
+    ax.set_xlabel("dimension i")
+    ax.set_ylabel("position")
+    ax.set_title(title or f"positional encoding ({m.shape[0]} positions x {m.shape[1]} dims)")
+    fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
+    fig.tight_layout()
+    return fig

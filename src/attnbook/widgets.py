@@ -25,8 +25,11 @@ __all__ = [
     "static_stepper",
     "static_selector",
     "static_grid",
+    "static_views",
     "shown_view",
     "decoder_steps_explorer",
+    "positional_encoding_explorer",
+    "attention_explorer",
     "temperature_explorer",
     "worked_stages",
     "worked_stage_explorer",
@@ -63,90 +66,91 @@ def _link_to_stack(control: W.Widget, attribute: str, stack: W.Stack):
     return link
 
 
-def static_stepper(views: Sequence, *, description: str = "step",
-                   labels: Sequence[str] | None = None) -> W.VBox:
-    """A slider over precomputed views that works without a kernel.
-
-    ``labels`` (one per view) are shown beside the slider in the browser through a second
-    stack of labels, so the reader sees what each position means.
-    """
-    if len(views) == 0:
-        raise ValueError("views must hold at least one view, got none")
-    if labels is not None and len(labels) != len(views):
-        raise ValueError(f"labels must have one entry per view ({len(views)}), got {len(labels)}")
-    stack = W.Stack([as_view(v) for v in views], selected_index=0)
-    slider = W.IntSlider(value=0, min=0, max=len(views) - 1, description=description,
-                         continuous_update=True, layout=W.Layout(width="380px"),
-                         style={"description_width": "initial"})
-    links = [_link_to_stack(slider, "value", stack)]
-    header = [slider]
-    if labels is not None:
-        label_stack = W.Stack([W.HTML(f"<b>{label}</b>") for label in labels], selected_index=0)
-        links.append(_link_to_stack(slider, "value", label_stack))
-        header.append(label_stack)
-    box = W.VBox([W.HBox(header), stack])
-    box.control, box.stack, box.links = slider, stack, links
-    return box
-
-
-def static_selector(views: Sequence, options: Sequence[str], *, description: str = "") -> W.VBox:
-    """Toggle buttons choosing one of several precomputed views; works without a kernel."""
-    if len(views) != len(options) or not views:
-        raise ValueError(f"views and options must be non-empty and of equal length, got "
-                         f"{len(views)} views and {len(options)} options")
-    stack = W.Stack([as_view(v) for v in views], selected_index=0)
-    buttons = W.ToggleButtons(options=list(options), index=0, description=description,
-                              style={"button_width": "auto"})
-    link = _link_to_stack(buttons, "index", stack)
-    box = W.VBox([buttons, stack])
-    box.control, box.stack, box.links = buttons, stack, [link]
-    return box
-
-
 def _control(kind: str, labels: Sequence[str], description: str) -> tuple[W.Widget, str]:
     """A slider or toggle buttons over ``labels``; returns the widget and its int attribute."""
     if kind == "slider":
         return W.IntSlider(value=0, min=0, max=len(labels) - 1, description=description,
-                           layout=W.Layout(width="380px"),
+                           continuous_update=True, layout=W.Layout(width="380px"),
                            style={"description_width": "initial"}), "value"
     if kind == "buttons":
         return W.ToggleButtons(options=list(labels), index=0, description=description,
                                style={"button_width": "auto", "description_width": "initial"}
                                ), "index"
-    raise ValueError(f"control must be 'slider' or 'buttons', got {kind!r}")
+    if kind == "dropdown":
+        return W.Dropdown(options=list(labels), index=0, description=description,
+                          style={"description_width": "initial"}), "index"
+    raise ValueError(f"control must be 'slider', 'buttons' or 'dropdown', got {kind!r}")
+
+
+def static_views(views: Sequence, axes: Sequence[tuple[Sequence[str], str, str]]) -> W.VBox:
+    """Controls over a nested list of precomputed views; works without a kernel.
+
+    ``axes`` lists one ``(labels, description, kind)`` per level of nesting, outermost first
+    (``kind`` is ``"slider"``, ``"buttons"`` or ``"dropdown"``); ``views[i][j]...`` is the view
+    for label ``i`` of the first axis, ``j`` of the second, and so on. Every level is a Stack of
+    the level below, and each control is jslinked to every Stack of its level, so the browser
+    switches views with no kernel. A slider also shows the name of its current label.
+
+    The returned box has ``.controls`` (one per axis), ``.control`` (the last), ``.stack``
+    (the outermost Stack) and ``.links``.
+    """
+    if not axes:
+        raise ValueError("axes must describe at least one control, got none")
+    made = [_control(kind, labels, description) for labels, description, kind in axes]
+    links: list = []
+
+    def build(node, depth: int) -> W.Stack:
+        labels = axes[depth][0]
+        if len(node) != len(labels) or not labels:
+            where = "views" if depth == 0 else f"a view list at depth {depth}"
+            raise ValueError(f"{where} must have one entry per label of axis {depth} "
+                             f"({len(labels)}), got {len(node)}")
+        last = depth == len(axes) - 1
+        stack = W.Stack([as_view(v) if last else build(v, depth + 1) for v in node],
+                        selected_index=0)
+        links.append(_link_to_stack(*made[depth], stack))
+        return stack
+
+    root = build(views, 0)
+    headers = []
+    for (labels, _, kind), (control, attribute) in zip(axes, made, strict=True):
+        if kind == "slider":                       # a slider shows a number: name it too
+            names = W.Stack([W.HTML(f"<b>{label}</b>") for label in labels], selected_index=0)
+            links.append(_link_to_stack(control, attribute, names))
+            headers.append(W.HBox([control, names]))
+        else:
+            headers.append(control)
+    box = W.VBox([*headers, root])
+    box.controls = [control for control, _ in made]
+    box.control, box.stack, box.links = box.controls[-1], root, links
+    return box
+
+
+def static_stepper(views: Sequence, *, description: str = "step",
+                   labels: Sequence[str] | None = None) -> W.VBox:
+    """A slider over precomputed views that works without a kernel.
+
+    ``labels`` (one per view, default the view numbers) are shown beside the slider.
+    """
+    if labels is None:
+        labels = [str(i) for i in range(len(views))]
+    if len(labels) != len(views):
+        raise ValueError(f"labels must have one entry per view ({len(views)}), got {len(labels)}")
+    return static_views(views, [(labels, description, "slider")])
+
+
+def static_selector(views: Sequence, options: Sequence[str], *, description: str = "") -> W.VBox:
+    """Toggle buttons choosing one of several precomputed views; works without a kernel."""
+    return static_views(views, [(options, description, "buttons")])
 
 
 def static_grid(views: Sequence[Sequence], row_labels: Sequence[str], col_labels: Sequence[str],
                 *, row_description: str = "", col_description: str = "",
                 row_control: str = "buttons", col_control: str = "slider") -> W.VBox:
-    """Two controls over a grid of precomputed views ``views[row][col]``; no kernel needed.
-
-    Each row's views sit in a Stack whose index is linked to the column control; an outer
-    Stack of those rows is linked to the row control. Both links run in the browser.
-    """
-    if len(views) != len(row_labels) or not views:
-        raise ValueError(f"views must have one row per row label ({len(row_labels)}), "
-                         f"got {len(views)} rows")
-    for i, row in enumerate(views):
-        if len(row) != len(col_labels):
-            raise ValueError(f"views[{i}] must have one view per column label "
-                             f"({len(col_labels)}), got {len(row)}")
-    cols, col_attr = _control(col_control, col_labels, col_description)
-    rows, row_attr = _control(row_control, row_labels, row_description)
-    inner, links = [], []
-    for row in views:
-        stack = W.Stack([as_view(v) for v in row], selected_index=0)
-        links.append(_link_to_stack(cols, col_attr, stack))
-        inner.append(stack)
-    outer = W.Stack(inner, selected_index=0)
-    links.append(_link_to_stack(rows, row_attr, outer))
-    col_header = cols
-    if col_control == "slider":                     # a slider shows a number: name it too
-        names = W.Stack([W.HTML(f"<b>{label}</b>") for label in col_labels], selected_index=0)
-        links.append(_link_to_stack(cols, col_attr, names))
-        col_header = W.HBox([cols, names])
-    box = W.VBox([rows, col_header, outer])
-    box.row_control, box.control, box.stack, box.links = rows, cols, outer, links
+    """Two controls over ``views[row][col]``: :func:`static_views` with two axes."""
+    box = static_views(views, [(row_labels, row_description, row_control),
+                               (col_labels, col_description, col_control)])
+    box.row_control = box.controls[0]
     return box
 
 
@@ -179,6 +183,102 @@ def decoder_steps_explorer(keys: Sequence[str], outputs: Sequence[str], scores, 
         views.append(viz.figure_to_png(fig, dpi=dpi))
     labels = [f"step {t + 1} → {out}" for t, out in enumerate(outputs)]
     return static_stepper(views, description="decoder step", labels=labels)
+
+
+def attention_explorer(examples: Sequence[dict], *, dpi: int = 60) -> W.VBox:
+    """Explore a trained model's attention: example x attention type x layer, all heads shown.
+
+    Each example is ``{"name": str, "attention": {type name: (weights, key_labels,
+    query_labels)}}`` with ``weights`` of shape ``(layers, heads, queries, keys)`` (an RNN's
+    single map is ``(1, 1, T, S)``). Every example must offer the same attention types, each
+    with the same number of layers. The views are precomputed heatmap grids, so the explorer
+    works on the static page.
+    """
+    if not examples:
+        raise ValueError("examples must hold at least one example, got none")
+    types = list(examples[0]["attention"])
+    n_layers = {t: viz.to_numpy(examples[0]["attention"][t][0]).shape[0] for t in types}
+    views = []
+    for ex in examples:
+        if list(ex["attention"]) != types:
+            raise ValueError(f"every example must have the attention types {types}, example "
+                             f"{ex.get('name')!r} has {list(ex['attention'])}")
+        per_type = []
+        for t in types:
+            weights, keys, queries = ex["attention"][t]
+            w = viz.to_numpy(weights)
+            if w.ndim != 4 or w.shape[0] != n_layers[t]:
+                raise ValueError(f"attention {t!r} of example {ex.get('name')!r} must be "
+                                 f"(layers={n_layers[t]}, heads, queries, keys), got {w.shape}")
+            per_layer = []
+            for layer in range(max(n_layers.values())):
+                fig = viz.attention_grid(w[min(layer, w.shape[0] - 1)], keys, queries,
+                                         layer_names=[f"{t}, layer {min(layer, w.shape[0] - 1) + 1}"])
+                per_layer.append(viz.figure_to_png(fig, dpi=dpi))
+            per_type.append(per_layer)
+        views.append(per_type)
+    layers = [f"layer {i + 1}" for i in range(max(n_layers.values()))]
+    return static_views(views, [([str(ex.get("name", i)) for i, ex in enumerate(examples)],
+                                 "example", "dropdown"),
+                                (types, "attention", "buttons"),
+                                (layers, "layer", "slider")])
+
+
+def positional_encoding_explorer(pe, *, dims: Sequence[int] = (0, 1, 2, 4, 8, 16),
+                                 positions: Sequence[int] = (0, 1, 5, 10, 20, 40),
+                                 dpi: int = 64) -> W.VBox:
+    """Two sliders over a positional-encoding matrix ``pe`` ``(n_positions, d_model)``.
+
+    The dimension slider picks a pair ``i`` and shows ``PE(pos, 2i)`` (sin) and
+    ``PE(pos, 2i+1)`` (cos) along the positions: low pairs oscillate fast, high pairs slowly.
+    The position slider picks a position ``p`` and shows its encoding vector and the dot
+    product ``PE(p) . PE(p + k)`` against the offset ``k``: it depends on the distance, peaks
+    at 0 and is symmetric. Both work on the static page.
+    """
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    m = viz.to_numpy(pe)
+    if m.ndim != 2 or m.shape[1] % 2:
+        raise ValueError(f"pe must be (n_positions, even d_model), got shape {m.shape}")
+    n, d = m.shape
+    for name, values, limit in (("dims", dims, d // 2), ("positions", positions, n)):
+        bad = [v for v in values if not 0 <= v < limit]
+        if not values or bad:
+            raise ValueError(f"{name} must be non-empty and in 0..{limit - 1}, got {list(values)}")
+    pos = np.arange(n)
+    dim_views = []
+    for i in dims:
+        fig, ax = plt.subplots(figsize=(7, 2.2))
+        ax.plot(pos, m[:, 2 * i], label=f"PE(pos, {2 * i}) = sin")
+        ax.plot(pos, m[:, 2 * i + 1], label=f"PE(pos, {2 * i + 1}) = cos", ls="--")
+        ax.set_xlabel("position")
+        ax.set_ylim(-1.1, 1.1)
+        ax.legend(loc="upper right", fontsize=7)
+        ax.set_title(f"dimension pair i = {i}: wavelength {2 * np.pi * 10000 ** (2 * i / d):.1f}"
+                     " positions", fontsize=9)
+        fig.tight_layout()
+        dim_views.append(viz.figure_to_png(fig, dpi=dpi))
+    pos_views = []
+    for p in positions:
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.3))
+        ax1.bar(range(d), m[p], color=["#1f77b4" if j % 2 == 0 else "#ff7f0e" for j in range(d)])
+        ax1.set_ylim(-1.1, 1.1)
+        ax1.set_xlabel("dimension (blue sin, orange cos)")
+        ax1.set_title(f"PE({p})", fontsize=9)
+        ax2.plot(pos - p, m @ m[p], color="#2ca02c")
+        ax2.axvline(0, color="grey", lw=0.6)
+        ax2.set_xlabel("offset k")
+        ax2.set_title(f"PE({p}) · PE({p} + k)", fontsize=9)
+        fig.tight_layout()
+        pos_views.append(viz.figure_to_png(fig, dpi=dpi))
+    by_dim = static_stepper(dim_views, description="dimension pair i",
+                            labels=[f"i = {i}" for i in dims])
+    by_pos = static_stepper(pos_views, description="position",
+                            labels=[f"pos = {p}" for p in positions])
+    box = W.VBox([by_dim, by_pos])
+    box.by_dimension, box.by_position = by_dim, by_pos
+    return box
 
 
 def temperature_explorer(d_ks: Sequence[int] = (1, 4, 16, 64, 256, 1024), *, n_keys: int = 8,
