@@ -192,3 +192,12 @@ def test_positional_encoding_explorer_steppers():
         widgets.positional_encoding_explorer(pe, dims=(8,))
     with pytest.raises(ValueError, match="even d_model"):
         widgets.positional_encoding_explorer(torch.zeros(4, 3))
+
+
+def test_attention_types_figure_one_panel_per_type():
+    w = torch.softmax(torch.randn(3, 3), -1)
+    fig = viz.attention_types_figure({"encoder self": (w, list("abc"), list("abc")),
+                                      "cross": (w, list("abc"), list("xyz"))})
+    assert [ax.get_title() for ax in fig.axes] == ["encoder self", "cross"]
+    with pytest.raises(ValueError, match="at least one"):
+        viz.attention_types_figure({})

@@ -255,3 +255,20 @@ def positional_encoding_figure(pe, *, max_dims: int | None = None, title: str = 
     fig.colorbar(im, ax=ax, fraction=0.03, pad=0.02)
     fig.tight_layout()
     return fig
+
+
+def attention_types_figure(maps: dict, *, title: str = "", cell: float = 2.6):
+    """Several attention maps side by side, e.g. a Transformer's encoder self-, decoder self-
+    and cross-attention for one layer and head: ``{name: (weights (q, k), key_labels,
+    query_labels)}``. Returns the ``Figure``."""
+    if not maps:
+        raise ValueError("maps must hold at least one attention map, got none")
+    fig, axes = plt.subplots(1, len(maps), figsize=(cell * len(maps) + 0.8, cell + 0.6),
+                             squeeze=False)
+    for ax, (name, (weights, keys, queries)) in zip(axes[0], maps.items(), strict=True):
+        heatmap(weights, keys, queries, ax=ax, colorbar=False, vmin=0, vmax=1, annotate=False,
+                title=name, xlabel="keys", ylabel="queries")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
