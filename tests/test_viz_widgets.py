@@ -201,3 +201,19 @@ def test_attention_types_figure_one_panel_per_type():
     assert [ax.get_title() for ax in fig.axes] == ["encoder self", "cross"]
     with pytest.raises(ValueError, match="at least one"):
         viz.attention_types_figure({})
+
+
+def test_attention_explorer_shows_the_models_own_weights():
+    from attnbook.attention import MultiHeadAttention, causal_mask
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, 4, 8)
+    _, self_w = mha(x, x, x)                                    # (1, H, 4, 4)
+    _, causal_w = mha(x, x, x, causal_mask(4))
+    tokens = list("abcd")
+    box = widgets.attention_explorer([{"name": "x", "attention": {
+        "self": (self_w, tokens, tokens), "causal self": (causal_w, tokens, tokens)}}])
+    box.controls[1].index = 1
+    expected = viz.figure_to_png(viz.attention_grid(causal_w[0], tokens, tokens,
+                                                    layer_names=["causal self, layer 1"]), dpi=60)
+    assert widgets.shown_view(box).value == expected              # the same picture, byte for byte
