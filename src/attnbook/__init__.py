@@ -3,6 +3,7 @@
 One concept per module:
 
 - :mod:`attnbook.attention`: score functions, masks, scaled dot-product and multi-head attention
+- :mod:`attnbook.positional`: sinusoidal and learned positional encodings
 - :mod:`attnbook.worked`: the worked matrix examples of the source notes, computed
 - :mod:`attnbook.viz`: heatmaps and matrix rendering shared by every chapter
 - :mod:`attnbook.widgets`: explorers that keep working on the static page
@@ -24,6 +25,7 @@ from .attention import (
     scaled_dot_product_attention,
     scaled_dot_score,
 )
+from .positional import PositionalEncoding, sinusoidal_encoding
 from .utils import get_device, seed_everything, setup_notebook
 
 __version__ = "0.1.0"
@@ -33,6 +35,7 @@ __all__ = [
     "DotAttention",
     "GeneralAttention",
     "MultiHeadAttention",
+    "PositionalEncoding",
     "additive_score",
     "causal_mask",
     "dot_score",
@@ -45,4 +48,5 @@ __all__ = [
     "scaled_dot_score",
     "seed_everything",
     "setup_notebook",
+    "sinusoidal_encoding",
 ]

@@ -1,0 +1,486 @@
+"""The Transformer of Vaswani et al. (2017), "Attention Is All You Need", in the paper's order.
+
+An encoder of ``n_layers`` identical layers (self-attention, feed-forward) turns the source
+tokens into ``memory``; a decoder of ``n_layers`` layers (masked self-attention,
+cross-attention over the memory, feed-forward) turns the target prefix into next-token logits.
+Every sublayer is wrapped in a residual connection and a LayerNorm (:class:`SublayerConnection`):
+
+    post-LN (the paper, the default):  x = LayerNorm(x + Dropout(Sublayer(x)))
+    pre-LN  (``norm_first=True``):      x = x + Dropout(Sublayer(LayerNorm(x))), and one final
+                                        LayerNorm after the last layer of each stack
+
+Attention itself is :class:`attnbook.attention.MultiHeadAttention`. Masks are boolean, True
+where attention is allowed. Argument names follow ``torch.nn.Transformer`` where they exist
+(``norm_first``, ``tgt_mask``, ``memory_mask``); everything is batch first.
+
+Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``H`` heads, ``V`` vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
+from .attention import MultiHeadAttention, causal_mask, padding_mask
+from .positional import PositionalEncoding
+
+__all__ = [
+    "FeedForward",
+    "SublayerConnection",
+    "EncoderLayer",
+    "DecoderLayer",
+    "Encoder",
+    "Decoder",
+    "Transformer",
+    "count_parameters",
+    "parameter_breakdown",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# the two sublayers' helpers
+# --------------------------------------------------------------------------------------------
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward network, ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (3.3).
+
+    The same two linear maps are applied to every position separately: ``d_model -> d_ff ->
+    d_model`` with a ReLU (and dropout, as in ``torch.nn.TransformerEncoderLayer``) between.
+    """
+
+    def __init__(self, d_model: int = 512, d_ff: int = 2048, dropout: float = 0.1):
+        super().__init__()
+        check_positive_int("d_model", d_model)
+        check_positive_int("d_ff", d_ff)
+        self.linear1 = nn.Linear(d_model, d_ff)
+        self.linear2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x ``(B, L, d_model)`` -> ``(B, L, d_model)``."""
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))     # via (B, L, d_ff)
+
+
+class SublayerConnection(nn.Module):
+    """Residual connection and LayerNorm around one sublayer (残差连接与层归一化).
+
+    post-LN (``norm_first=False``, the paper): ``LayerNorm(x + Dropout(Sublayer(x)))``.
+    pre-LN (``norm_first=True``): ``x + Dropout(Sublayer(LayerNorm(x)))``; the residual path
+    is then never normalised, which trains more stably without warm-up, and the stack needs one
+    final LayerNorm (:class:`Encoder`, :class:`Decoder` add it).
+
+    ``sublayer`` is a function of the (normalised) input. It may return a tensor, or a pair
+    ``(tensor, extra)`` such as attention's ``(output, weights)``; then ``(x, extra)`` is
+    returned.
+    """
+
+    def __init__(self, d_model: int, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        self.norm_first = bool(norm_first)
+
+    def forward(self, x: torch.Tensor, sublayer):
+        out = sublayer(self.norm(x) if self.norm_first else x)
+        y, extra = out if isinstance(out, tuple) else (out, None)
+        x = x + self.dropout(y)
+        if not self.norm_first:
+            x = self.norm(x)
+        return (x, extra) if isinstance(out, tuple) else x
+
+    def extra_repr(self) -> str:
+        return "pre-LN" if self.norm_first else "post-LN"
+
+
+# --------------------------------------------------------------------------------------------
+# layers
+# --------------------------------------------------------------------------------------------
+
+class EncoderLayer(nn.Module):
+    """One encoder layer: self-attention, then the feed-forward network, each with a residual."""
+
+    def __init__(self, d_model: int = 512, n_heads: int = 8, d_ff: int = 2048,
+                 dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.residual_attn = SublayerConnection(d_model, dropout, norm_first)
+        self.residual_ffn = SublayerConnection(d_model, dropout, norm_first)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x ``(B, S, d_model)``, mask ``(B, 1, S)`` (padding) or ``(S, S)`` / ``(B, S, S)``.
+
+        Returns ``(x (B, S, d_model), weights (B, H, S, S) or None)``.
+        """
+        x, weights = self.residual_attn(
+            x, lambda h: self.self_attn(h, h, h, mask, need_weights=need_weights))
+        x = self.residual_ffn(x, self.feed_forward)
+        return x, weights
+
+
+class DecoderLayer(nn.Module):
+    """One decoder layer: masked self-attention, cross-attention over the encoder output
+    (queries from the decoder, keys and values from ``memory``), then the feed-forward network.
+    """
+
+    def __init__(self, d_model: int = 512, n_heads: int = 8, d_ff: int = 2048,
+                 dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.residual_self = SublayerConnection(d_model, dropout, norm_first)
+        self.residual_cross = SublayerConnection(d_model, dropout, norm_first)
+        self.residual_ffn = SublayerConnection(d_model, dropout, norm_first)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                need_weights: bool = False):
+        """x ``(B, T, d_model)``, memory ``(B, S, d_model)``; tgt_mask ``(T, T)`` or
+        ``(B, T, T)`` (causal, with padding); memory_mask ``(B, 1, S)`` (source padding).
+
+        Returns ``(x (B, T, d_model), self weights (B, H, T, T), cross weights (B, H, T, S))``,
+        the weights None unless ``need_weights``.
+        """
+        x, self_w = self.residual_self(
+            x, lambda h: self.self_attn(h, h, h, tgt_mask, need_weights=need_weights))
+        x, cross_w = self.residual_cross(
+            x, lambda h: self.cross_attn(h, memory, memory, memory_mask, need_weights=need_weights))
+        x = self.residual_ffn(x, self.feed_forward)
+        return x, self_w, cross_w
+
+
+# --------------------------------------------------------------------------------------------
+# stacks
+# --------------------------------------------------------------------------------------------
+
+class Encoder(nn.Module):
+    """``n_layers`` encoder layers; with ``norm_first`` a final LayerNorm (pre-LN needs it)."""
+
+    def __init__(self, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
+                 d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        check_positive_int("n_layers", n_layers)
+        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first)
+                                    for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
+                need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """x ``(B, S, d_model)`` -> ``(memory (B, S, d_model), [per layer (B, H, S, S)] or None)``."""
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, mask, need_weights)
+            weights.append(w)
+        if self.norm is not None:
+            x = self.norm(x)
+        return x, (weights if need_weights else None)
+
+
+class Decoder(nn.Module):
+    """``n_layers`` decoder layers; with ``norm_first`` a final LayerNorm (pre-LN needs it)."""
+
+    def __init__(self, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
+                 d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False):
+        super().__init__()
+        check_positive_int("n_layers", n_layers)
+        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first)
+                                    for _ in range(n_layers))
+        self.norm = nn.LayerNorm(d_model) if norm_first else None
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor,
+                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                need_weights: bool = False):
+        """x ``(B, T, d_model)``, memory ``(B, S, d_model)`` -> ``(x (B, T, d_model),
+        [per layer self weights (B, H, T, T)], [per layer cross weights (B, H, T, S)])``,
+        the lists None unless ``need_weights``.
+        """
+        self_ws, cross_ws = [], []
+        for layer in self.layers:
+            x, self_w, cross_w = layer(x, memory, tgt_mask, memory_mask, need_weights)
+            self_ws.append(self_w)
+            cross_ws.append(cross_w)
+        if self.norm is not None:
+            x = self.norm(x)
+        if not need_weights:
+            return x, None, None
+        return x, self_ws, cross_ws
+
+
+# --------------------------------------------------------------------------------------------
+# the model
+# --------------------------------------------------------------------------------------------
+
+POSITIONAL_KINDS = ("sinusoidal", "learned", None)
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer, from token ids to next-token logits.
+
+    ``Transformer(src_vocab_size, tgt_vocab_size)`` is the paper's base model (d_model 512,
+    8 heads, 6 + 6 layers, d_ff 2048, dropout 0.1). Token embeddings are multiplied by
+    ``sqrt(d_model)`` and the positional encoding is added (section 3.4-3.5).
+
+    - ``share_embeddings``: one embedding table for source and target (needs equal
+      vocabularies), as the paper does with its shared 37,000-token vocabulary.
+    - ``tie_output``: the pre-softmax projection reuses the target embedding matrix (3.4).
+    - ``pad_id``: the padding token of both vocabularies; padding masks are built from it.
+    - ``positional``: ``"sinusoidal"`` (the paper), ``"learned"``, or ``None`` (no position
+      information at all, to show that attention alone ignores order).
+
+    Weights are initialised as the paper's reference implementations (tensor2tensor, fairseq)
+    do: Xavier uniform for every linear map, zero biases, ``N(0, d_model^-0.5)`` embeddings
+    (so that after the ``sqrt(d_model)`` scaling they have unit variance).
+
+    The output projection ``output`` has no bias (as in tensor2tensor; the tied matrix has
+    none either).
+    """
+
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512,
+                 n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048, dropout: float = 0.1,
+                 max_len: int = 5000, norm_first: bool = False, share_embeddings: bool = False,
+                 tie_output: bool = False, *, pad_id: int = 0,
+                 positional: str | None = "sinusoidal"):
+        super().__init__()
+        check_positive_int("src_vocab_size", src_vocab_size)
+        check_positive_int("tgt_vocab_size", tgt_vocab_size)
+        check_positive_int("d_model", d_model)
+        check_positive_int("n_heads", n_heads)
+        check_positive_int("n_layers", n_layers)
+        check_positive_int("d_ff", d_ff)
+        check_positive_int("max_len", max_len)
+        check_probability("dropout", dropout)
+        if d_model % n_heads:
+            raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model} and "
+                             f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})")
+        if share_embeddings and src_vocab_size != tgt_vocab_size:
+            raise ValueError("share_embeddings=True needs one vocabulary for source and target, "
+                             f"got src_vocab_size={src_vocab_size} and "
+                             f"tgt_vocab_size={tgt_vocab_size}")
+        if isinstance(pad_id, bool) or not isinstance(pad_id, int):
+            raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__} {pad_id!r}")
+        if not 0 <= pad_id < min(src_vocab_size, tgt_vocab_size):
+            raise ValueError(f"pad_id must be a token id in both vocabularies, 0 <= pad_id < "
+                             f"{min(src_vocab_size, tgt_vocab_size)}, got {pad_id}")
+        if positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
+        self.d_model, self.n_heads, self.n_layers = d_model, n_heads, n_layers
+        self.max_len, self.pad_id = max_len, pad_id
+
+        self.src_embed = nn.Embedding(src_vocab_size, d_model)
+        self.tgt_embed = self.src_embed if share_embeddings else nn.Embedding(tgt_vocab_size,
+                                                                              d_model)
+        if positional is None:
+            self.src_pos = self.tgt_pos = nn.Dropout(dropout)
+        else:
+            self.src_pos = PositionalEncoding(d_model, max_len, dropout, kind=positional)
+            self.tgt_pos = PositionalEncoding(d_model, max_len, dropout, kind=positional)
+        self.encoder = Encoder(d_model, n_heads, n_layers, d_ff, dropout, norm_first)
+        self.decoder = Decoder(d_model, n_heads, n_layers, d_ff, dropout, norm_first)
+        self.output = nn.Linear(d_model, tgt_vocab_size, bias=False)
+        self._reset_parameters()
+        if tie_output:
+            self.output.weight = self.tgt_embed.weight                  # (V, d_model), shared
+
+    def _reset_parameters(self) -> None:
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+            elif isinstance(module, nn.Embedding):                 # tokens (and learned positions)
+                nn.init.normal_(module.weight, mean=0.0, std=self.d_model ** -0.5)
+
+    # ---------------------------------------------------------------------------- checks, masks
+
+    def _check_tokens(self, name: str, tokens, vocab: str) -> torch.Tensor:
+        """Check token ids: ``(B, L)`` integer, 1 <= L <= max_len, ids in ``[0, vocab)``."""
+        vocab_size = getattr(self, vocab)
+        check_tensor(name, tokens, ndim=2, integer=True, shape_hint="(B, L) of token ids")
+        b, n = tokens.shape
+        if b == 0 or n == 0:
+            raise ValueError(f"{name} must hold at least one sequence of at least one token, got "
+                             f"shape {tuple(tokens.shape)}")
+        if n > self.max_len:
+            raise ValueError(f"{name} has length {n} (shape {tuple(tokens.shape)}) but the model "
+                             f"was built with max_len={self.max_len}")
+        low, high = int(tokens.min()), int(tokens.max())
+        if low < 0 or high >= vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(f"{name} holds token id {bad}, outside the vocabulary: ids must be in "
+                             f"[0, {vocab_size - 1}] ({vocab}={vocab_size})")
+        return tokens
+
+    @staticmethod
+    def _check_mask(name: str, mask, b: int, l_q: int, l_k: int) -> None:
+        if mask is None:
+            return
+        check_tensor(name, mask, ndim=(2, 3), boolean=True,
+                     shape_hint=f"({l_q}, {l_k}) or ({b}, {l_q} or 1, {l_k})")
+        try:
+            ok = torch.broadcast_shapes(mask.shape, (b, l_q, l_k)) == (b, l_q, l_k)
+        except RuntimeError:
+            ok = False
+        if not ok:
+            raise ValueError(f"{name} must be broadcastable to (B, L_q, L_k) = ({b}, {l_q}, "
+                             f"{l_k}), got shape {tuple(mask.shape)}")
+
+    def src_mask(self, src: torch.Tensor) -> torch.Tensor:
+        """Padding mask of the source, ``(B, 1, S)``: True at real tokens (keys to attend to)."""
+        return padding_mask(src, self.pad_id)
+
+    def tgt_mask(self, tgt: torch.Tensor) -> torch.Tensor:
+        """Look-ahead and padding mask of the target, ``(B, T, T)``: position ``i`` may attend
+        to positions ``<= i`` that are not padding."""
+        return causal_mask(tgt.shape[1], device=tgt.device) & padding_mask(tgt, self.pad_id)
+
+    # ---------------------------------------------------------------------------- the passes
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
+               return_attention: bool = False):
+        """src ``(B, S)`` token ids -> memory ``(B, S, d_model)``.
+
+        ``src_mask`` defaults to :meth:`src_mask` (padding). With ``return_attention`` returns
+        ``(memory, [per layer self-attention weights (B, H, S, S)])``.
+        """
+        self._check_tokens("src", src, "src_vocab_size")
+        b, s = src.shape
+        src_mask = self.src_mask(src) if src_mask is None else src_mask
+        self._check_mask("src_mask", src_mask, b, s, s)
+        x = self.src_pos(self.src_embed(src) * math.sqrt(self.d_model))   # (B, S, d_model)
+        memory, weights = self.encoder(x, src_mask, need_weights=return_attention)
+        return (memory, weights) if return_attention else memory
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor,
+               memory_mask: torch.Tensor | None = None, tgt_mask: torch.Tensor | None = None,
+               return_attention: bool = False):
+        """tgt ``(B, T)`` token ids (the shifted target, starting with BOS), memory
+        ``(B, S, d_model)`` -> logits ``(B, T, V)``; position ``i`` predicts token ``i + 1``.
+
+        ``memory_mask`` should be the source padding mask ``(B, 1, S)`` (:meth:`src_mask`);
+        None lets every position attend to every source position. ``tgt_mask`` defaults to
+        :meth:`tgt_mask` (look-ahead and padding). With ``return_attention`` returns ``(logits,
+        {"decoder_self": [per layer (B, H, T, T)], "cross": [per layer (B, H, T, S)]})``.
+        """
+        self._check_tokens("tgt", tgt, "tgt_vocab_size")
+        check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, d_model)")
+        if memory.shape[-1] != self.d_model:
+            raise ValueError(f"memory must have last dimension d_model={self.d_model}, got shape "
+                             f"{tuple(memory.shape)}")
+        check_same_size("tgt", tgt.shape[0], "memory", memory.shape[0], "batch size")
+        b, t = tgt.shape
+        tgt_mask = self.tgt_mask(tgt) if tgt_mask is None else tgt_mask
+        self._check_mask("tgt_mask", tgt_mask, b, t, t)
+        self._check_mask("memory_mask", memory_mask, b, t, memory.shape[1])
+        x = self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.d_model))   # (B, T, d_model)
+        x, self_ws, cross_ws = self.decoder(x, memory, tgt_mask, memory_mask,
+                                            need_weights=return_attention)
+        logits = self.output(x)                                            # (B, T, V)
+        if return_attention:
+            return logits, {"decoder_self": self_ws, "cross": cross_ws}
+        return logits
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
+                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
+                return_attention: bool = False):
+        """src ``(B, S)``, tgt ``(B, T)`` token ids -> logits ``(B, T, V)``.
+
+        Masks default to those built from ``pad_id``: ``src_mask`` (padding, ``(B, 1, S)``),
+        ``tgt_mask`` (look-ahead and padding, ``(B, T, T)``) and ``memory_mask`` (the source
+        padding). Without ``return_attention`` no weights are kept and the fused attention
+        kernel runs. With it, returns ``(logits, attention)`` where ``attention`` is
+        ``{"encoder_self": [per layer (B, H, S, S)], "decoder_self": [per layer (B, H, T, T)],
+        "cross": [per layer (B, H, T, S)]}``.
+        """
+        self._check_tokens("src", src, "src_vocab_size")
+        self._check_tokens("tgt", tgt, "tgt_vocab_size")
+        check_same_size("src", src.shape[0], "tgt", tgt.shape[0], "batch size")
+        if memory_mask is None:
+            memory_mask = self.src_mask(src)                               # (B, 1, S)
+        if return_attention:
+            memory, enc_ws = self.encode(src, src_mask, return_attention=True)
+            logits, dec = self.decode(tgt, memory, memory_mask, tgt_mask, return_attention=True)
+            return logits, {"encoder_self": enc_ws, **dec}
+        return self.decode(tgt, self.encode(src, src_mask), memory_mask, tgt_mask)
+
+    # ---------------------------------------------------------------------------- decoding
+
+    def init_decoder(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Run the encoder once: ``{"memory": (B, S, d_model), "memory_mask": (B, 1, S)}``.
+
+        Part of the decoding interface of :mod:`attnbook.decode`.
+        """
+        return {"memory": self.encode(src), "memory_mask": self.src_mask(src)}
+
+    def decode_step(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]):
+        """tokens ``(B, t)``, the prefix so far starting with BOS -> ``(logits (B, V) of the
+        next token, state, {"decoder_self": (B, n_layers, H, t), "cross": (B, n_layers, H, S)})``,
+        the attention of the newest position in every layer.
+
+        The decoder is re-run over the whole prefix (no key/value cache: simple, and cheap
+        for the short sequences of this book).
+        """
+        logits, att = self.decode(tokens, state["memory"], state["memory_mask"],
+                                  return_attention=True)
+        newest = {name: torch.stack([w[:, :, -1] for w in ws], dim=1)    # (B, n_layers, H, .)
+                  for name, ws in att.items()}
+        return logits[:, -1], state, newest
+
+    @staticmethod
+    def reorder_state(state: dict[str, torch.Tensor], index: torch.Tensor):
+        """Select (and repeat) batch rows of the state: ``index`` ``(B',)`` -> batch ``B'``."""
+        return {k: v.index_select(0, index) for k, v in state.items()}
+
+    def extra_repr(self) -> str:
+        return (f"src_vocab_size={self.src_vocab_size}, tgt_vocab_size={self.tgt_vocab_size}, "
+                f"pad_id={self.pad_id}, max_len={self.max_len}")
+
+
+# --------------------------------------------------------------------------------------------
+# parameters
+# --------------------------------------------------------------------------------------------
+
+def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
+    """Number of parameters, each shared (tied) tensor counted once."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
+
+
+_COMPONENTS = (("embeddings", (nn.Embedding,)), ("attention", (MultiHeadAttention,)),
+               ("feed_forward", (FeedForward,)), ("norms", (nn.LayerNorm,)))
+
+
+def parameter_breakdown(model: nn.Module) -> dict[str, int]:
+    """Parameters by component: ``embeddings`` (token and learned position tables),
+    ``attention`` (every ``W^Q, W^K, W^V, W^O`` and bias), ``feed_forward``, ``norms``,
+    ``output`` (the pre-softmax projection; 0 when tied to the target embedding) and
+    ``other``. Shared tensors are counted once, under the first component that holds them;
+    the values sum to :func:`count_parameters`.
+    """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+    counts = dict.fromkeys(["embeddings", "attention", "feed_forward", "norms", "output",
+                            "other"], 0)
+    seen: set[int] = set()
+
+    def add(component: str, module: nn.Module) -> None:
+        for p in module.parameters():
+            if id(p) not in seen:
+                seen.add(id(p))
+                counts[component] += p.numel()
+
+    for name, module in model.named_modules():
+        for component, types in _COMPONENTS:
+            if isinstance(module, types):
+                add(component, module)
+        if name == "output":
+            add("output", module)
+    add("other", model)
+    return counts
