@@ -3,6 +3,8 @@
 One concept per module:
 
 - :mod:`attnbook.attention`: score functions, masks, scaled dot-product and multi-head attention
+- :mod:`attnbook.transformer`: the encoder-decoder Transformer and its parts
+- :mod:`attnbook.decode`: greedy decoding and beam search for any seq2seq model
 - :mod:`attnbook.positional`: sinusoidal and learned positional encodings
 - :mod:`attnbook.worked`: the worked matrix examples of the source notes, computed
 - :mod:`attnbook.viz`: heatmaps and matrix rendering shared by every chapter
@@ -25,13 +27,36 @@ from .attention import (
     scaled_dot_product_attention,
     scaled_dot_score,
 )
+from .decode import beam_search, greedy_decode
 from .positional import PositionalEncoding, sinusoidal_encoding
+from .transformer import (
+    Decoder,
+    DecoderLayer,
+    Encoder,
+    EncoderLayer,
+    FeedForward,
+    SublayerConnection,
+    Transformer,
+    count_parameters,
+    parameter_breakdown,
+)
 from .utils import get_device, seed_everything, setup_notebook
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AdditiveAttention",
+    "Decoder",
+    "DecoderLayer",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "SublayerConnection",
+    "Transformer",
+    "beam_search",
+    "count_parameters",
+    "greedy_decode",
+    "parameter_breakdown",
     "DotAttention",
     "GeneralAttention",
     "MultiHeadAttention",

@@ -1,0 +1,226 @@
+"""Decoding (解码): turning a trained seq2seq model into output sequences.
+
+Both functions work for any model with this small interface (the Transformer and the RNN
+models of this package have it):
+
+- ``model.pad_id``: the padding token id;
+- ``model.init_decoder(src (B, S)) -> state``: run the encoder once;
+- ``model.decode_step(tokens (B, t), state) -> (logits (B, V), state, attention)``: the scores
+  of the next token given the whole prefix so far (starting with BOS); ``attention`` is a dict
+  of the newest position's weights, each with batch first (may be empty);
+- ``model.reorder_state(state, index (B',)) -> state``: pick batch rows (beam search uses it
+  to copy and reorder beams).
+
+Greedy decoding takes the most likely token at every step. Beam search (束搜索) keeps the
+``beam_size`` best prefixes and ranks them by the log-probability divided by GNMT's length
+penalty ``((5 + length) / 6) ^ alpha`` (Wu et al., 2016), so that longer sentences are not
+penalised just for having more factors below 1.
+
+Both return ``(B, L)`` token ids *after* BOS, ``L <= max_len``: a sequence stops at its EOS
+(kept) and is padded with ``pad_id`` to the longest one. With ``return_attention=True`` they
+also return the attention of every generated token, stacked over steps:
+``{name: (B, L, ...)}`` where ``...`` is the model's per-step shape with its last axis padded
+with zeros to the widest step; the rows of padding positions are zero. For the Transformer
+that is ``"cross": (B, L, n_layers, H, S)`` and ``"decoder_self": (B, L, n_layers, H, L)``
+(step ``i`` attends over BOS and the ``i`` tokens before it: a lower-triangular map).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ._checks import check_positive_int, check_tensor
+
+__all__ = ["greedy_decode", "beam_search", "length_penalty_factor"]
+
+
+# --------------------------------------------------------------------------------------------
+# checks and shared helpers
+# --------------------------------------------------------------------------------------------
+
+_INTERFACE = ("pad_id", "init_decoder", "decode_step", "reorder_state")
+
+
+def _check_arguments(model, src, bos_id, eos_id, max_len) -> None:
+    missing = [name for name in _INTERFACE if not hasattr(model, name)]
+    if missing:
+        raise TypeError(f"model must have the decoding interface {_INTERFACE} "
+                        f"(see attnbook.decode); {type(model).__name__} lacks {missing}")
+    check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
+    if src.shape[0] == 0 or src.shape[1] == 0:
+        raise ValueError(f"src must hold at least one sequence of at least one token, got shape "
+                         f"{tuple(src.shape)}")
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        check_positive_int(name, value, minimum=0)
+    check_positive_int("max_len", max_len)
+
+
+class _EvalNoGrad:
+    """``with _EvalNoGrad(model):`` eval mode and no autograd inside, the old mode restored."""
+
+    def __init__(self, model):
+        self.model, self.no_grad = model, torch.no_grad()
+
+    def __enter__(self):
+        self.was_training = getattr(self.model, "training", False)
+        if hasattr(self.model, "eval"):
+            self.model.eval()
+        self.no_grad.__enter__()
+
+    def __exit__(self, *exc):
+        self.no_grad.__exit__(*exc)
+        if hasattr(self.model, "train"):
+            self.model.train(self.was_training)
+        return False
+
+
+def _stack_steps(steps: list[dict[str, torch.Tensor]],
+                 alive: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Stack per-step attention dicts into ``{name: (B, steps, ...)}``.
+
+    The last axis is padded with zeros to the widest step (the decoder self-attention grows by
+    one key per step); steps where a sequence had already finished (``alive[i]`` False) are
+    zeroed.
+    """
+    if not steps or not steps[0]:
+        return {}
+    out = {}
+    for name in steps[0]:
+        width = max(step[name].shape[-1] for step in steps)
+        rows = []
+        for step, keep in zip(steps, alive, strict=True):
+            w = F.pad(step[name], (0, width - step[name].shape[-1]))          # (B, ..., width)
+            keep = keep.view(-1, *([1] * (w.dim() - 1)))
+            rows.append(w * keep.to(w.dtype))
+        out[name] = torch.stack(rows, dim=1)                                  # (B, steps, ...)
+    return out
+
+
+def length_penalty_factor(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
+    """GNMT's length penalty ``lp(Y) = ((5 + |Y|) / 6) ^ alpha``; scores are ``log P / lp``."""
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+# --------------------------------------------------------------------------------------------
+# greedy decoding
+# --------------------------------------------------------------------------------------------
+
+def greedy_decode(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: int,
+                  return_attention: bool = False):
+    """Greedy decoding (贪心解码): at every step take the most likely next token.
+
+    src ``(B, S)`` -> ids ``(B, L)``, ``L <= max_len``, the tokens after BOS; a sequence that
+    produced ``eos_id`` keeps it and is padded with ``model.pad_id`` afterwards. With
+    ``return_attention`` returns ``(ids, attention)``, attention stacked as the module
+    docstring describes. The encoder runs once; the model is put in eval mode under
+    ``torch.no_grad()`` and its training mode restored afterwards.
+    """
+    _check_arguments(model, src, bos_id, eos_id, max_len)
+    with _EvalNoGrad(model):
+        state = model.init_decoder(src)
+        b = src.shape[0]
+        tokens = torch.full((b, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        finished = torch.zeros(b, dtype=torch.bool, device=src.device)
+        steps, alive = [], []
+        for _ in range(max_len):
+            logits, state, attention = model.decode_step(tokens, state)          # (B, V)
+            next_token = logits.argmax(dim=-1)                                   # (B,)
+            next_token = next_token.masked_fill(finished, model.pad_id)
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)             # (B, t + 1)
+            if return_attention:
+                steps.append(attention)
+                alive.append(~finished)
+            finished = finished | (next_token == eos_id)
+            if finished.all():
+                break
+        ids = tokens[:, 1:]
+    return (ids, _stack_steps(steps, alive)) if return_attention else ids
+
+
+# --------------------------------------------------------------------------------------------
+# beam search
+# --------------------------------------------------------------------------------------------
+
+def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: int,
+                beam_size: int = 4, length_penalty: float = 0.6,
+                return_attention: bool = False):
+    """Beam search: keep the ``beam_size`` best hypotheses per example, return the best.
+
+    Hypotheses are ranked by ``log P(y) / lp(|y|)`` with GNMT's length penalty
+    ``lp = ((5 + |y|) / 6) ^ length_penalty`` (``length_penalty=0`` ranks by ``log P``; the
+    length counts the generated tokens, EOS included). A hypothesis that ends with EOS stays in
+    the beam with its score frozen and competes with the growing ones; the search stops when
+    every beam of every example has ended, or after ``max_len`` tokens. With ``beam_size=1``
+    this is exactly greedy decoding.
+
+    The batch is decoded together (``B * beam_size`` rows). Returns ids ``(B, L)`` as
+    :func:`greedy_decode` does, or ``(ids, attention)`` with the attention of the chosen
+    hypothesis at every step.
+    """
+    _check_arguments(model, src, bos_id, eos_id, max_len)
+    check_positive_int("beam_size", beam_size)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        raise TypeError(f"length_penalty must be a float >= 0 (GNMT's alpha), got "
+                        f"{type(length_penalty).__name__} {length_penalty!r}")
+    if not length_penalty >= 0:
+        raise ValueError(f"length_penalty must be >= 0 (GNMT's alpha), got {length_penalty}")
+    b, k, device = src.shape[0], beam_size, src.device
+    with _EvalNoGrad(model):
+        state = model.init_decoder(src)
+        rows = torch.arange(b, device=device).repeat_interleave(k)           # (B*K,)
+        state = model.reorder_state(state, rows)                              # K copies each
+        tokens = torch.full((b * k, 1), bos_id, dtype=torch.long, device=device)
+        # log P of each hypothesis; at the start only beam 0 is live (the others are copies)
+        log_p = torch.full((b, k), float("-inf"), device=device)
+        log_p[:, 0] = 0.0
+        score = log_p.clone()                                                 # log P / lp
+        finished = torch.zeros(b, k, dtype=torch.bool, device=device)
+        history: list[dict[str, torch.Tensor]] = []                           # per step
+        alive_history: list[torch.Tensor] = []
+        for t in range(1, max_len + 1):
+            logits, state, attention = model.decode_step(tokens, state)      # (B*K, V)
+            v = logits.shape[-1]
+            step_log_p = F.log_softmax(logits.float(), dim=-1).view(b, k, v)
+            # candidates: a live beam extended by each token; an ended beam by pad only,
+            # with its score unchanged
+            cand_log_p = log_p[:, :, None] + step_log_p                      # (B, K, V)
+            cand_score = cand_log_p / length_penalty_factor(t, length_penalty)
+            ended = finished[:, :, None]
+            pad_column = F.one_hot(torch.tensor(model.pad_id, device=device), v).bool()
+            cand_log_p = torch.where(ended, torch.where(pad_column, log_p[:, :, None],
+                                                        float("-inf")), cand_log_p)
+            cand_score = torch.where(ended, torch.where(pad_column, score[:, :, None],
+                                                        float("-inf")), cand_score)
+            score, flat = cand_score.view(b, k * v).topk(k, dim=-1)           # (B, K)
+            beam, token = flat // v, flat % v                                 # (B, K)
+            log_p = cand_log_p.view(b, k * v).gather(1, flat)
+            was_finished = finished.gather(1, beam)
+            finished = was_finished | (token == eos_id)
+            index = (beam + torch.arange(b, device=device)[:, None] * k).view(-1)  # (B*K,)
+            tokens = torch.cat([tokens.index_select(0, index), token.view(-1, 1)], dim=1)
+            state = model.reorder_state(state, index)
+            if return_attention:
+                history = [{n: w.index_select(0, index) for n, w in h.items()} for h in history]
+                alive_history = [a.index_select(0, index) for a in alive_history]
+                history.append({n: w.index_select(0, index) for n, w in attention.items()})
+                alive_history.append(~was_finished.view(-1))
+            if (finished | torch.isneginf(log_p)).all():
+                break
+        best = score.argmax(dim=-1)                                           # (B,)
+        chosen = best + torch.arange(b, device=device) * k                    # rows in B*K
+        ids = tokens.index_select(0, chosen)[:, 1:]                           # (B, steps)
+        # drop the columns that are padding after EOS in every chosen hypothesis
+        width = int(_before_or_at_eos(ids, eos_id).sum(dim=1).max())
+        ids = ids[:, :width]
+        if not return_attention:
+            return ids
+        steps = [{n: w.index_select(0, chosen) for n, w in h.items()} for h in history]
+        alive = [a.index_select(0, chosen) for a in alive_history]
+        return ids, _stack_steps(steps[:width], alive[:width])
+
+
+def _before_or_at_eos(ids: torch.Tensor, eos_id: int) -> torch.Tensor:
+    """``(B, L)`` bool: True up to and including each row's first EOS (all True if none)."""
+    is_eos = (ids == eos_id).long()
+    return (is_eos.cumsum(dim=1) - is_eos) == 0
