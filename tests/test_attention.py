@@ -23,6 +23,7 @@ from attnbook.attention import (
     padding_mask,
     scaled_dot_product_attention,
     scaled_dot_score,
+    to_torch_multihead,
 )
 
 FAST = settings(max_examples=40, deadline=None)
@@ -262,21 +263,11 @@ def test_rnn_attention_rejects_mismatched_batches():
 
 # ------------------------------------------------------------------------------ multi-head
 
-def copy_into_torch(mha: MultiHeadAttention) -> torch.nn.MultiheadAttention:
-    ref = torch.nn.MultiheadAttention(mha.d_model, mha.n_heads, batch_first=True)
-    with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
-        ref.in_proj_bias.copy_(torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]))
-        ref.out_proj.weight.copy_(mha.w_o.weight)
-        ref.out_proj.bias.copy_(mha.w_o.bias)
-    return ref.eval()
-
-
 @pytest.mark.parametrize("masking", ["none", "padding", "causal", "both"])
 def test_multi_head_attention_equals_torch(masking):
     torch.manual_seed(0)
     mha = MultiHeadAttention(d_model=16, n_heads=4).eval()
-    ref = copy_into_torch(mha)
+    ref = to_torch_multihead(mha)
     x = torch.randn(3, 6, 16)
     pad = padding_mask(torch.tensor([6, 4, 1]))                    # (B, 1, L)
     mask, key_padding, attn_mask = None, None, None
@@ -351,3 +342,8 @@ def test_per_position_head_with_equal_weights_is_the_shared_head():
     torch.testing.assert_close(per_position(x)[0], shared(x)[0])
     expected, _ = scaled_dot_product_attention(x @ shared.w_q, x @ shared.w_k, x @ shared.w_v)
     torch.testing.assert_close(shared(x)[0], expected)
+
+
+def test_to_torch_multihead_rejects_other_modules():
+    with pytest.raises(TypeError, match="mha must be a MultiHeadAttention"):
+        to_torch_multihead(torch.nn.Linear(2, 2))

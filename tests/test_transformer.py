@@ -17,6 +17,7 @@ from attnbook.transformer import (
     Transformer,
     count_parameters,
     parameter_breakdown,
+    to_torch_transformer,
 )
 
 FAST = settings(max_examples=12, deadline=None)
@@ -219,45 +220,6 @@ def test_base_and_big_models_have_the_papers_parameter_counts():
 
 # ------------------------------------------------------------------------------ torch equivalence
 
-def _copy_mha(mine, theirs):
-    theirs.in_proj_weight.copy_(torch.cat([mine.w_q.weight, mine.w_k.weight, mine.w_v.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([mine.w_q.bias, mine.w_k.bias, mine.w_v.bias]))
-    theirs.out_proj.weight.copy_(mine.w_o.weight)
-    theirs.out_proj.bias.copy_(mine.w_o.bias)
-
-
-def _copy_module(mine, theirs):
-    theirs.load_state_dict(mine.state_dict())
-
-
-def to_torch_transformer(m: Transformer, norm_first: bool) -> nn.Transformer:
-    d_ff = m.encoder.layers[0].feed_forward.linear1.out_features
-    ref = nn.Transformer(m.d_model, m.n_heads, m.n_layers, m.n_layers, d_ff, dropout=0.0,
-                         batch_first=True, norm_first=norm_first)
-    with torch.no_grad():
-        for mine, theirs in zip(m.encoder.layers, ref.encoder.layers, strict=True):
-            _copy_mha(mine.self_attn, theirs.self_attn)
-            _copy_module(mine.feed_forward.linear1, theirs.linear1)
-            _copy_module(mine.feed_forward.linear2, theirs.linear2)
-            _copy_module(mine.residual_attn.norm, theirs.norm1)
-            _copy_module(mine.residual_ffn.norm, theirs.norm2)
-        for mine, theirs in zip(m.decoder.layers, ref.decoder.layers, strict=True):
-            _copy_mha(mine.self_attn, theirs.self_attn)
-            _copy_mha(mine.cross_attn, theirs.multihead_attn)
-            _copy_module(mine.feed_forward.linear1, theirs.linear1)
-            _copy_module(mine.feed_forward.linear2, theirs.linear2)
-            _copy_module(mine.residual_self.norm, theirs.norm1)
-            _copy_module(mine.residual_cross.norm, theirs.norm2)
-            _copy_module(mine.residual_ffn.norm, theirs.norm3)
-        if norm_first:
-            _copy_module(m.encoder.norm, ref.encoder.norm)
-            _copy_module(m.decoder.norm, ref.decoder.norm)
-        else:                            # torch always ends with a LayerNorm; the paper does not
-            ref.encoder.norm = None
-            ref.decoder.norm = None
-    return ref.eval()
-
-
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_transformer_equals_torch_nn_transformer(norm_first):
@@ -269,7 +231,7 @@ def test_transformer_equals_torch_nn_transformer(norm_first):
             if isinstance(module, nn.LayerNorm):
                 module.weight.uniform_(0.5, 1.5)
                 module.bias.uniform_(-0.5, 0.5)
-    ref = to_torch_transformer(m, norm_first)
+    ref = to_torch_transformer(m)
     src, tgt = batch(b=4, s=9, t=6)
 
     def embed(table, ids):               # the paper's input: sqrt(d) * embedding + sinusoid
@@ -386,3 +348,8 @@ def test_odd_d_model_works_with_learned_positions():
     torch.manual_seed(0)
     m = Transformer(10, 10, d_model=15, n_heads=3, n_layers=1, d_ff=8, positional="learned")
     assert m(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)).shape == (2, 4, 10)
+
+
+def test_to_torch_transformer_rejects_other_models():
+    with pytest.raises(TypeError, match="attnbook Transformer"):
+        to_torch_transformer(nn.Linear(2, 2))

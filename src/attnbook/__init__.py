@@ -39,6 +39,7 @@ from .transformer import (
     Transformer,
     count_parameters,
     parameter_breakdown,
+    to_torch_transformer,
 )
 from .utils import get_device, seed_everything, setup_notebook
 
@@ -57,6 +58,7 @@ __all__ = [
     "count_parameters",
     "greedy_decode",
     "parameter_breakdown",
+    "to_torch_transformer",
     "DotAttention",
     "GeneralAttention",
     "MultiHeadAttention",

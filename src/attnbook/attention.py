@@ -43,6 +43,7 @@ __all__ = [
     "make_attention",
     "SCORE_FUNCTIONS",
     "MultiHeadAttention",
+    "to_torch_multihead",
     "SelfAttentionHead",
 ]
 
@@ -444,6 +445,27 @@ class MultiHeadAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
+
+
+def to_torch_multihead(mha: MultiHeadAttention) -> nn.MultiheadAttention:
+    """A ``torch.nn.MultiheadAttention`` (batch first, eval mode) with ``mha``'s weights.
+
+    PyTorch stores ``W^Q, W^K, W^V`` stacked in one ``in_proj_weight``; this copies them
+    there, so the two modules can be compared on the same input (masks aside, PyTorch's
+    boolean masks mean the opposite: True = blocked).
+    """
+    if not isinstance(mha, MultiHeadAttention):
+        raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
+    bias = mha.w_q.bias is not None
+    ref = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=0.0, bias=bias,
+                                batch_first=True)
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
+        ref.out_proj.weight.copy_(mha.w_o.weight)
+        if bias:
+            ref.in_proj_bias.copy_(torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]))
+            ref.out_proj.bias.copy_(mha.w_o.bias)
+    return ref.eval()
 
 
 class SelfAttentionHead(nn.Module):
