@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+from importlib import resources
 
 import numpy as np
 import torch
 
-__all__ = ["seed_everything", "get_device", "setup_notebook"]
+__all__ = ["seed_everything", "get_device", "setup_notebook", "recorded_result", "RECORDED"]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -56,3 +58,17 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
     dev = get_device(device)
     print(f"attnbook ready: seed={seed}, device={dev.type}")
     return dev
+
+
+RECORDED = ("bottleneck",)
+
+
+def recorded_result(name: str) -> dict:
+    """A benchmark result that ships with the package, for chapters that show a run too long
+    to repeat in a notebook (``"bottleneck"``: ``benchmarks/bottleneck.py``, accuracy against
+    input length with and without attention). The benchmark writes this copy when it runs,
+    and a test checks it equals the one recorded in ``benchmarks/results/``."""
+    if name not in RECORDED:
+        raise ValueError(f"name must be one of {RECORDED}, got {name!r}")
+    text = resources.files("attnbook").joinpath("recorded", f"{name}.json").read_text("utf-8")
+    return json.loads(text)
