@@ -285,6 +285,23 @@ def test_multi_head_attention_equals_torch(masking):
     torch.testing.assert_close(fused, out, atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("bias", [True, False])
+def test_multi_head_packed_projections_equal_separate_ones(bias):
+    """Self-attention (one input) and cross-attention (key is value) stack the projections
+    into one matrix product; the result must equal three separate products on copies."""
+    torch.manual_seed(1)
+    mha = MultiHeadAttention(12, 3, bias=bias).eval()
+    x, mem = torch.randn(2, 5, 12), torch.randn(2, 7, 12)
+    for q, kv in ((x, x), (x, mem)):
+        packed, w_packed = mha(q, kv, kv)
+        separate, w_separate = mha(q.clone(), kv.clone(), kv.clone())
+        torch.testing.assert_close(packed, separate, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(w_packed, w_separate, atol=1e-6, rtol=1e-6)
+    x.requires_grad_(True)
+    mha(x, x, x)[0].sum().backward()
+    assert all(p.grad is not None for p in mha.parameters())
+
+
 def test_multi_head_cross_attention_shapes_and_fully_masked_rows():
     mha = MultiHeadAttention(8, 2)
     q, kv = torch.randn(2, 3, 8), torch.randn(2, 5, 8)

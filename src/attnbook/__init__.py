@@ -3,6 +3,10 @@
 One concept per module:
 
 - :mod:`attnbook.attention`: score functions, masks, scaled dot-product and multi-head attention
+- :mod:`attnbook.rnn`: the RNN encoder, the fixed-context and attention decoders, ``Seq2Seq``
+- :mod:`attnbook.data`: vocabularies, the synthetic tasks, your own TSV corpus, batching
+- :mod:`attnbook.train`: the trainer (AMP, schedules, checkpoints, DDP) and its losses
+- :mod:`attnbook.cli`: ``python -m attnbook train | evaluate | translate``
 - :mod:`attnbook.transformer`: the encoder-decoder Transformer and its parts
 - :mod:`attnbook.decode`: greedy decoding and beam search for any seq2seq model
 - :mod:`attnbook.positional`: sinusoidal and learned positional encodings
@@ -27,8 +31,19 @@ from .attention import (
     scaled_dot_product_attention,
     scaled_dot_score,
 )
+from .data import TASKS, Vocab, length_controlled, load_tsv, make_loader, make_task
 from .decode import beam_search, greedy_decode
 from .positional import PositionalEncoding, sinusoidal_encoding
+from .rnn import AttentionDecoder, ContextDecoder, RNNEncoder, Seq2Seq
+from .train import (
+    CheckpointError,
+    NonFiniteLossError,
+    TrainConfig,
+    Trainer,
+    label_smoothed_loss,
+    noam_lr,
+    train_model,
+)
 from .transformer import (
     Decoder,
     DecoderLayer,
@@ -46,6 +61,23 @@ from .utils import get_device, seed_everything, setup_notebook
 __version__ = "0.1.0"
 
 __all__ = [
+    "TASKS",
+    "AttentionDecoder",
+    "CheckpointError",
+    "ContextDecoder",
+    "NonFiniteLossError",
+    "RNNEncoder",
+    "Seq2Seq",
+    "TrainConfig",
+    "Trainer",
+    "Vocab",
+    "label_smoothed_loss",
+    "length_controlled",
+    "load_tsv",
+    "make_loader",
+    "make_task",
+    "noam_lr",
+    "train_model",
     "AdditiveAttention",
     "Decoder",
     "DecoderLayer",

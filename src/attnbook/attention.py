@@ -361,7 +361,10 @@ def make_attention(score: str, query_dim: int, key_dim: int,
     check_positive_int("query_dim", query_dim)
     check_positive_int("key_dim", key_dim)
     if score == "additive":
-        return AdditiveAttention(query_dim, key_dim, hidden_dim or key_dim)
+        if hidden_dim is None:
+            hidden_dim = key_dim
+        check_positive_int("hidden_dim", hidden_dim)
+        return AdditiveAttention(query_dim, key_dim, hidden_dim)
     if score == "general":
         return GeneralAttention(query_dim, key_dim)
     if query_dim != key_dim:
@@ -401,6 +404,29 @@ class MultiHeadAttention(nn.Module):
         b, n, _ = x.shape                                   # (B, L, d_model)
         return x.view(b, n, self.n_heads, self.d_k).transpose(1, 2)   # (B, H, L, d_k)
 
+    def _project(self, query: torch.Tensor, key: torch.Tensor,
+                 value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``Q W^Q, K W^K, V W^V``. When the inputs are the same tensor (self-attention: all
+        three; cross-attention: key and value) the weights are stacked and applied in one
+        matrix product, as ``torch.nn.MultiheadAttention`` does with its ``in_proj_weight``:
+        same parameters and result, fewer kernel calls (it matters for small models)."""
+        layers = (self.w_q, self.w_k, self.w_v)
+        if query is key and key is value:
+            groups = [(query, layers)]
+        elif key is value:
+            groups = [(query, layers[:1]), (key, layers[1:])]
+        else:
+            groups = [(query, layers[:1]), (key, layers[1:2]), (value, layers[2:])]
+        out = []
+        for x, group in groups:
+            if len(group) == 1:
+                out.append(group[0](x))
+                continue
+            weight = torch.cat([lin.weight for lin in group])
+            bias = None if group[0].bias is None else torch.cat([lin.bias for lin in group])
+            out.extend(F.linear(x, weight, bias).chunk(len(group), dim=-1))
+        return out[0], out[1], out[2]
+
     def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                 mask: torch.Tensor | None = None,
                 need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -429,9 +455,7 @@ class MultiHeadAttention(nn.Module):
                 mask = mask.unsqueeze(1)                    # (B, 1, L_q | 1, L_k)
             _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)))
 
-        q = self._split_heads(self.w_q(query))              # (B, H, L_q, d_k)
-        k = self._split_heads(self.w_k(key))                # (B, H, L_k, d_k)
-        v = self._split_heads(self.w_v(value))              # (B, H, L_k, d_k)
+        q, k, v = (self._split_heads(t) for t in self._project(query, key, value))
         p = self.dropout if self.training else 0.0
         if need_weights:
             z, weights = scaled_dot_product_attention(q, k, v, mask, p)

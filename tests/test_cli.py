@@ -1,0 +1,266 @@
+"""python -m attnbook: train / evaluate / translate, their outputs, errors, Ctrl-C and torchrun."""
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnbook.cli import build_parser, main
+from attnbook.data import make_task
+from attnbook.train import load_checkpoint
+
+# a tiny model on a tiny task: a training run of a few tenths of a second
+TINY = ["--n-train", "300", "--n-val", "30", "--n-test", "30", "--min-len", "2", "--max-len",
+        "5", "--n-symbols", "5", "--batch-size", "16", "--eval-every", "10", "--log-every",
+        "5", "--quiet"]
+TINY_TRANSFORMER = ["--d-model", "16", "--heads", "2", "--d-ff", "32"]
+TINY_RNN = ["--emb", "8", "--hidden", "16"]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def run(argv, capsys):
+    """main(argv) in this process -> (exit status, stdout, stderr)."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:                       # argparse errors
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def train(tmp_path, capsys, *extra, name="run", model="transformer", task="copy"):
+    sizes = TINY_TRANSFORMER if model == "transformer" else TINY_RNN
+    out = tmp_path / name
+    code, stdout, err = run(["train", "--task", task, "--model", model, "--out", out,
+                             "--steps", "20", *TINY, *sizes, *extra], capsys)
+    assert code == 0, err
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """One trained transformer run shared by the evaluate/translate tests."""
+    out = tmp_path_factory.mktemp("cli") / "copy"
+    assert main(["train", "--task", "copy", "--steps", "60", "--out", str(out), *TINY,
+                 *TINY_TRANSFORMER, "--lr", "0.01"]) == 0
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# train
+# --------------------------------------------------------------------------------------------
+
+def test_train_writes_checkpoint_metrics_history_and_pictures(trained):
+    for name in ("checkpoint.pt", "metrics.json", "history.csv", "loss.png", "attention.png"):
+        assert (trained / name).is_file(), name
+    metrics = json.loads((trained / "metrics.json").read_text())
+    for key in ("task", "model", "device", "steps", "seconds", "train_loss", "val_loss",
+                "token_accuracy", "exact_match", "test_exact_match"):
+        assert key in metrics and metrics[key] is not None, key
+    assert metrics["task"] == "copy" and metrics["model"] == "transformer"
+    assert metrics["device"] == "cpu" and metrics["steps"] == 60
+    assert 0 <= metrics["exact_match"] <= 1 and metrics["seconds"] > 0
+    with open(trained / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(5, 61, 5))
+    assert float(rows[-1]["train_loss"]) == pytest.approx(metrics["train_loss"])
+    assert rows[-1]["exact_match"] != "" and rows[0]["exact_match"] == ""
+    for picture in ("loss.png", "attention.png"):
+        assert (trained / picture).read_bytes().startswith(PNG)
+    ckpt = load_checkpoint(trained / "checkpoint.pt")
+    assert ckpt["step"] == 60 and ckpt["meta"]["model"] == "transformer"
+
+
+def test_train_the_rnn_models(tmp_path, capsys):
+    out = train(tmp_path, capsys, "--cell", "lstm", model="rnn-attention")
+    assert (out / "attention.png").is_file()
+    assert load_checkpoint(out / "checkpoint.pt")["meta"]["model_kwargs"]["cell"] == "lstm"
+    plain = train(tmp_path, capsys, name="plain", model="rnn")
+    assert not (plain / "attention.png").exists()               # no attention to draw
+    code, _, err = run(["translate", "--checkpoint", plain / "checkpoint.pt", "abc",
+                        "--attention-png", tmp_path / "a.png"], capsys)
+    assert code == 1 and "no attention" in err
+
+
+def test_train_on_a_tsv_file(tmp_path, capsys):
+    data = tmp_path / "pairs.tsv"
+    words = ["red", "green", "blue", "cat", "dog", "big", "small"]
+    lines = [f"the {a} {b}\tle {b} {a}" for a in words for b in words]
+    data.write_text("\n".join(lines) + "\n")
+    out = train(tmp_path, capsys, "--data", data, task="tsv")
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "tsv"
+    code, stdout, err = run(["translate", "--checkpoint", out / "checkpoint.pt",
+                             "The red  cat"], capsys)
+    assert code == 0, err
+    assert len(stdout.strip().splitlines()) == 1
+
+
+def test_resume_from_the_command_line_continues_to_the_total_steps(tmp_path, capsys):
+    straight = train(tmp_path, capsys, name="straight", task="reverse")
+    first = train(tmp_path, capsys, "--steps", "10", name="first", task="reverse")
+    code, _, err = run(["train", "--resume", first / "checkpoint.pt", "--steps", "20",
+                        "--quiet"], capsys)
+    assert code == 0, err
+    resumed = json.loads((first / "metrics.json").read_text())
+    expected = json.loads((straight / "metrics.json").read_text())
+    assert resumed["steps"] == 20 and resumed["task"] == "reverse"
+    assert resumed["train_loss"] == pytest.approx(expected["train_loss"], abs=1e-6)
+    assert resumed["val_loss"] == pytest.approx(expected["val_loss"], abs=1e-6)
+
+
+# --------------------------------------------------------------------------------------------
+# evaluate and translate
+# --------------------------------------------------------------------------------------------
+
+def test_evaluate_prints_and_writes_exact_match_by_length(trained, capsys):
+    code, out, err = run(["evaluate", "--checkpoint", trained / "checkpoint.pt", "--lengths",
+                          "2,4,7", "--n-per-length", "20"], capsys)
+    assert code == 0, err
+    result = json.loads((trained / "evaluation.json").read_text())
+    assert list(result["by_length"]) == ["2", "4", "7"]
+    # of the 5^2 = 25 inputs of length 2, the task's splits hold 24: one fresh one is left
+    task = make_task("copy", 300, 30, 30, seed=0, min_len=2, max_len=5, n_symbols=5)
+    used = sum(len(s) == 2 for split in (task.train, task.val, task.test) for s, _ in split)
+    assert result["examples"] == {"2": 25 - used, "4": 20, "7": 20} and 25 - used < 20
+    assert all(0 <= v <= 1 for v in result["by_length"].values())
+    for length in ("2", "4", "7"):
+        assert any(line.split()[:1] == [length] for line in out.splitlines())
+    code, out, err = run(["evaluate", "--checkpoint", trained / "checkpoint.pt", "--lengths",
+                          "3", "--n-per-length", "10", "--beam", "3"], capsys)
+    assert code == 0 and "beam 3" in out
+
+
+def test_translate_prints_the_output_and_saves_the_attention(trained, capsys, tmp_path):
+    png = tmp_path / "att.png"
+    code, out, err = run(["translate", "--checkpoint", trained / "checkpoint.pt", "abcd",
+                          "ea", "--attention-png", png], capsys)
+    assert code == 0, err
+    assert len(out.strip().splitlines()) == 2
+    assert all(set(line) <= set("abcde") for line in out.strip().splitlines())
+    for name in ("att_1.png", "att_2.png"):
+        assert (tmp_path / name).read_bytes().startswith(PNG)
+
+
+# --------------------------------------------------------------------------------------------
+# errors: one line, a non-zero status, never a traceback
+# --------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def bad_files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bad")
+    (d / "corrupt.pt").write_bytes(os.urandom(500))
+    torch.save({"weights": torch.zeros(3)}, d / "foreign.pt")
+    return d
+
+
+@pytest.mark.parametrize("argv, status, words", [
+    (["train", "--task", "poetry"], 2, "invalid choice"),
+    (["train", "--task", "copy", "--steps", "-5"], 2, "--steps"),
+    (["train", "--task", "copy", "--batch-size", "zero"], 2, "--batch-size"),
+    (["train", "--task", "copy", "--steps", "5", "--epochs", "2"], 2, "not allowed"),
+    (["train"], 1, "--task is required"),
+    (["train", "--task", "tsv"], 1, "--data"),
+    (["train", "--task", "tsv", "--data", "{d}/missing.tsv"], 1, "no such file"),
+    (["train", "--task", "dates", "--n-symbols", "5"], 1, "--n-symbols"),
+    (["train", "--task", "copy", "--resume", "{d}/corrupt.pt"], 1, "not readable"),
+    (["evaluate", "--checkpoint", "{d}/corrupt.pt"], 1, "not readable"),
+    (["evaluate", "--checkpoint", "{d}/foreign.pt"], 1, "not an attnbook"),
+    (["evaluate", "--checkpoint", "{d}/missing.pt"], 1, "does not exist"),
+    (["translate", "--checkpoint", "{d}/missing.pt", "x"], 1, "does not exist"),
+    (["evaluate", "--checkpoint", "x.pt", "--lengths", "5,-1"], 2, "--lengths"),
+    (["translate", "--checkpoint", "x.pt"], 2, "TEXT"),
+    ([], 2, "COMMAND"),
+])
+def test_bad_arguments_give_one_line_and_a_nonzero_status(argv, status, words, bad_files,
+                                                          capsys):
+    code, out, err = run([a.replace("{d}", str(bad_files)) for a in argv], capsys)
+    assert code == status
+    assert len(err.strip().splitlines()) == 1, err
+    assert words in err and "error" in err and "Traceback" not in err
+
+
+def test_a_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
+    copied = tmp_path / "t" / "checkpoint.pt"
+    copied.parent.mkdir()
+    shutil.copy(trained / "checkpoint.pt", copied)
+    code, _, err = run(["train", "--resume", copied, "--model", "rnn-attention"], capsys)
+    assert code == 1 and len(err.strip().splitlines()) == 1
+    assert "trained with --model transformer, not rnn-attention" in err
+    code, _, err = run(["translate", "--checkpoint", trained / "checkpoint.pt", "xyz!"], capsys)
+    assert code == 1 and "unknown symbol 'x'" in err
+
+
+def test_help_explains_every_option_with_examples(capsys):
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    assert set(commands) == {"train", "evaluate", "translate"}
+    for name, sub in commands.items():
+        for action in sub._actions:
+            assert action.help, f"{name} {action.option_strings or action.dest} has no help"
+        code, out, _ = run([name, "--help"], capsys)
+        assert code == 0 and "examples:" in out and f"python -m attnbook {name}" in out
+
+
+# --------------------------------------------------------------------------------------------
+# real processes: Ctrl-C, torchrun
+# --------------------------------------------------------------------------------------------
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    env["PYTHONPATH"] = os.pathsep.join([src, env.get("PYTHONPATH", "")])
+    return env
+
+
+def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "attnbook", "train", "--task", "copy", "--steps", "1000000",
+            "--out", str(out), *TINY, *TINY_TRANSFORMER]
+    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    deadline = time.time() + 60
+    while not (out / "checkpoint.pt").exists() and time.time() < deadline:
+        time.sleep(0.1)                                   # the first evaluation saves one
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted (SIGINT)" in stderr
+    step = load_checkpoint(out / "checkpoint.pt")["step"]
+    assert 10 <= step < 1_000_000
+    assert json.loads((out / "metrics.json").read_text())["interrupted"] == "SIGINT"
+
+
+@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+                    reason="torchrun is not installed beside this Python")
+def test_torchrun_with_two_cpu_processes_matches_one_process(tmp_path, capsys):
+    args = ["train", "--task", "copy", "--steps", "20", "--schedule", "constant", "--lr",
+            "0.01", "--warmup", "0", *TINY, *TINY_TRANSFORMER]
+    torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
+    result = subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m",
+                             "attnbook", *args, "--out", str(tmp_path / "ddp")],
+                            env=_env(), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, result.stderr[-3000:]
+    code, _, err = run([*args, "--out", tmp_path / "single"], capsys)
+    assert code == 0, err
+    ddp = json.loads((tmp_path / "ddp" / "metrics.json").read_text())
+    single = json.loads((tmp_path / "single" / "metrics.json").read_text())
+    assert ddp["world_size"] == 2 and single["world_size"] == 1
+    assert ddp["train_loss"] == pytest.approx(single["train_loss"], rel=1e-4)
+    assert ddp["val_loss"] == pytest.approx(single["val_loss"], rel=1e-4)
+    with open(tmp_path / "ddp" / "history.csv") as f:
+        ddp_losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
+    with open(tmp_path / "single" / "history.csv") as f:
+        single_losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
+    assert ddp_losses == pytest.approx(single_losses, rel=1e-4)
+    assert ddp_losses[-1] < ddp_losses[0]                 # it did learn, in step
+    assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == [
+        "attention.png", "checkpoint.pt", "history.csv", "loss.png", "metrics.json"]
