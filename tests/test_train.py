@@ -415,7 +415,7 @@ def test_load_checkpoint_rejects_what_is_not_a_checkpoint(task, tmp_path):
         load_checkpoint(tmp_path / "missing.pt")
     corrupt = tmp_path / "corrupt.pt"
     corrupt.write_bytes(os.urandom(300))
-    with pytest.raises(CheckpointError, match="not readable"):
+    with pytest.raises(CheckpointError, match="corrupt or not a checkpoint"):
         load_checkpoint(corrupt)
     foreign = tmp_path / "foreign.pt"
     torch.save({"weights": torch.zeros(2)}, foreign)

@@ -35,6 +35,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import pickle
 import random
 import signal
 import threading
@@ -413,8 +414,12 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:          # a truncated zip, random bytes, a pickle with code...
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"checkpoint {path} is not readable ({first[:150]})") from e
+        if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e).lower():
+            why = "not a PyTorch checkpoint, or one holding more than tensors and plain values"
+        else:
+            why = str(e).strip().splitlines()[0][:150] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint: torch.load "
+                              f"could not read it ({why})") from e
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{path} is not an attnbook training checkpoint (it has no "
                               f"format={CHECKPOINT_FORMAT!r} entry)")
