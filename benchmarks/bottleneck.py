@@ -119,6 +119,15 @@ def evaluate(model: Seq2Seq, pairs, src_vocab, tgt_vocab, batch_size: int = 100)
     return exact / len(pairs), tokens_right / tokens_total
 
 
+def _shown_path(path: Path) -> str:
+    """A path as the results show it: relative to the repository when inside it (no machine
+    paths in recorded results)."""
+    try:
+        return str(path.resolve().relative_to(RESULTS.parents[1]))
+    except ValueError:
+        return str(path)
+
+
 def plot(results: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -252,7 +261,7 @@ def main(argv=None) -> dict:
     tests = length_controlled(data, eval_lengths, args.n_eval, seed=args.seed + 1)
     print(data, flush=True)
 
-    results = {"config": {**{k: (str(v) if isinstance(v, Path) else v)
+    results = {"config": {**{k: (_shown_path(v) if isinstance(v, Path) else v)
                              for k, v in vars(args).items()}, "eval_lengths": eval_lengths},
                "models": {}, "by_length": [{"length": n} for n in eval_lengths]}
     for key, attention in (("context", None), ("attention", "additive")):

@@ -1,6 +1,7 @@
 """The benchmark results that ship with the package are the ones the benchmarks recorded."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -28,3 +29,9 @@ def test_bottleneck_record_has_the_curve_the_chapters_plot():
 def test_unknown_recorded_result_is_a_clear_error():
     with pytest.raises(ValueError, match=r"name must be one of \('bottleneck',\), got 'nope'"):
         recorded_result("nope")
+
+
+@pytest.mark.parametrize("name", RECORDED)
+def test_recorded_results_show_no_machine_path(name):
+    text = json.dumps(recorded_result(name))
+    assert not re.search(r"/(work|tmp|root|home|Users)/[\w.-]+", text), text[:200]

@@ -7,7 +7,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnbook.data import BOS, EOS, PAD, make_loader, make_task
-from attnbook.rnn import CELLS, AttentionDecoder, ContextDecoder, RNNEncoder, Seq2Seq
+from attnbook.rnn import (
+    CELLS,
+    AttentionDecoder,
+    ContextDecoder,
+    RNNEncoder,
+    Seq2Seq,
+    gradient_by_distance,
+)
 
 FAST = settings(max_examples=25, deadline=None)
 V_SRC, V_TGT = 11, 9
@@ -377,3 +384,45 @@ def test_the_attention_model_learns_reverse(score):
 
 def test_the_fixed_context_model_learns_reverse_of_very_short_inputs():
     assert train_and_score(None, 2, 4, steps=400) >= 0.85           # seen: 0.97-0.99
+
+
+# ------------------------------------------------------------------------------ gradients
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_gradient_by_distance_is_the_jacobian_norm(cell):
+    torch.manual_seed(0)
+    enc = RNNEncoder(V_SRC, 5, 7, cell=cell)
+    src = right_padded([6, 6, 6], seed=2)                               # no padding
+    norms = gradient_by_distance(enc, src)
+    assert norms.shape == (6,)
+
+    def final(e):                                                       # (S, E) -> (H,)
+        _, last = enc.rnn(e[None])
+        return (last[0] if cell == "lstm" else last)[0, 0]
+
+    by_hand = torch.stack([
+        torch.autograd.functional.jacobian(final, enc.embedding(row).detach())  # (H, S, E)
+        .pow(2).sum((0, 2)).sqrt() for row in src]).mean(0)              # (S,) by position
+    assert torch.allclose(norms, by_hand.flip(0), atol=1e-6)
+    assert all(p.grad is None for p in enc.parameters())
+
+
+def test_gradient_by_distance_vanishes_for_a_plain_rnn():
+    torch.manual_seed(0)
+    enc = RNNEncoder(V_SRC, 8, 16, cell="rnn")
+    norms = gradient_by_distance(enc, right_padded([40] * 4, seed=3))
+    assert (norms > 0).all()
+    assert norms[-1] < 1e-4 * norms[0]             # the first of 40 inputs barely reaches h_S
+
+
+def test_gradient_by_distance_checks_its_arguments():
+    torch.manual_seed(0)
+    enc = RNNEncoder(V_SRC, 5, 7)
+    with pytest.raises(TypeError, match="encoder"):
+        gradient_by_distance(torch.nn.GRU(5, 7), right_padded([3]))
+    with pytest.raises(ValueError, match="unidirectional"):
+        gradient_by_distance(RNNEncoder(V_SRC, 5, 7, bidirectional=True), right_padded([3]))
+    with pytest.raises(ValueError, match="padding"):
+        gradient_by_distance(enc, right_padded([3, 2]))
+    with pytest.raises(ValueError, match="src"):
+        gradient_by_distance(enc, torch.full((1, 3), V_SRC))

@@ -9,6 +9,7 @@ from attnbook.worked import (
     NOTES_X,
     NOTES_Z2,
     differences_from_notes,
+    layer_norm_example,
     single_head_example,
     two_head_example,
 )
@@ -70,3 +71,75 @@ def test_two_head_concat_then_project():
 def test_worked_examples_reject_bad_matrices(bad, match):
     with pytest.raises(ValueError, match=match):
         bad()
+
+
+# ---------------------------------------------------------------------------- LayerNorm
+
+
+def _torch_layer_norm(ex):
+    ln = torch.nn.LayerNorm(ex.x.shape[1], eps=ex.eps, dtype=torch.float64)
+    with torch.no_grad():
+        ln.weight.copy_(ex.gamma)
+        ln.bias.copy_(ex.beta)
+        return ln(ex.x)
+
+
+def test_layer_norm_example_hand_values_and_torch():
+    ex = layer_norm_example()
+    assert ex.mean.flatten().tolist() == [5.0, 0.5, 50.0, 3.0]
+    assert ex.var.flatten().tolist() == [5.0, 0.25, 500.0, 0.0]           # divides by d = 4
+    torch.testing.assert_close(ex.var_unbiased.flatten(),
+                               torch.tensor([20 / 3, 1 / 3, 2000 / 3, 0.0], dtype=torch.float64))
+    torch.testing.assert_close(ex.centered.sum(-1), torch.zeros(4, dtype=torch.float64))
+    torch.testing.assert_close(ex.std, torch.sqrt(ex.var + 1e-5))
+    torch.testing.assert_close(ex.normalized[0],
+                               torch.tensor([-3.0, -1.0, 1.0, 3.0], dtype=torch.float64) / (5 + 1e-5) ** 0.5)
+    assert torch.equal(ex.normalized[3], torch.zeros(4, dtype=torch.float64))   # constant row
+    assert torch.equal(ex.output[3], ex.beta)
+    torch.testing.assert_close(ex.output, ex.gamma * ex.normalized + ex.beta)
+    assert (_torch_layer_norm(ex) - ex.output).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_layer_norm_example_matches_torch_on_random_input(seed):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(5, 7, generator=g, dtype=torch.float64) * 3 + 2
+    gamma = torch.randn(7, generator=g, dtype=torch.float64)
+    beta = torch.randn(7, generator=g, dtype=torch.float64)
+    ex = layer_norm_example(x, gamma, beta, eps=1e-3)
+    torch.testing.assert_close(ex.output, _torch_layer_norm(ex), atol=1e-12, rtol=0)
+    torch.testing.assert_close(ex.var, x.var(-1, unbiased=False, keepdim=True))
+    # without gamma and beta: PyTorch's initial values, rows of mean 0 and variance ~1
+    plain = layer_norm_example(x, None, None)
+    assert torch.equal(layer_norm_example(x, [1.0] * 7, [0.0] * 7).output, plain.output)
+    assert torch.equal(plain.output, plain.normalized)
+    torch.testing.assert_close(plain.normalized.mean(-1), torch.zeros(5, dtype=torch.float64))
+    torch.testing.assert_close(plain.normalized.var(-1, unbiased=False),
+                               torch.ones(5, dtype=torch.float64), atol=1e-4, rtol=0)
+
+
+def test_layer_norm_example_ignores_scale_and_offset_of_a_row():
+    a = layer_norm_example(((1, 2, 3, 4),), None, None, eps=0.0)
+    b = layer_norm_example(((-7, -2, 3, 8),), None, None, eps=0.0)          # 5 x - 12
+    torch.testing.assert_close(a.normalized, b.normalized)
+    assert torch.isnan(layer_norm_example(eps=0.0).normalized[3]).all()     # 0 / 0 without eps
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(x=torch.ones(4)), ValueError, "x must have 2 dimensions"),
+    (dict(x=((1,), (2,))), ValueError, "at least 2 features"),
+    (dict(gamma=(1.0, 2.0)), ValueError, r"gamma must have shape \(4,\)"),
+    (dict(beta=torch.ones(2, 4)), ValueError, "beta must have 1 dimensions"),
+    (dict(gamma="wide"), TypeError, "gamma must be a tensor or a sequence of 4 numbers"),
+    (dict(eps=-1e-5), ValueError, "eps must be a finite float >= 0"),
+    (dict(eps="small"), TypeError, "eps must be a float"),
+    (dict(eps=True), TypeError, "eps must be a float"),
+])
+def test_layer_norm_example_rejects_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        layer_norm_example(**kwargs)
+
+
+def test_non_numeric_matrix_is_a_clear_error():
+    with pytest.raises(TypeError, match=r"X must be a tensor or a nested sequence of numbers"):
+        single_head_example(X="not a matrix")

@@ -38,8 +38,11 @@ size. Sources are right-padded with ``pad_id`` (every row has at least one real 
 Recurrent states: a GRU or plain RNN state is one tensor ``(B, H)``; an LSTM state is the
 pair ``(h, c)`` of two such tensors, as ``torch.nn.LSTM`` has it.
 
+:func:`gradient_by_distance` measures vanishing gradients (梯度消失): how strongly the
+encoder's final state still depends on each input, against the input's distance from the end.
+
 Public names: ``CELLS``, ``RNNEncoder``, ``ContextDecoder``, ``AttentionDecoder``,
-``Seq2Seq``.
+``Seq2Seq``, ``gradient_by_distance``.
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
 from .attention import SCORE_FUNCTIONS, make_attention
 
-__all__ = ["CELLS", "RNNEncoder", "ContextDecoder", "AttentionDecoder", "Seq2Seq"]
+__all__ = ["CELLS", "RNNEncoder", "ContextDecoder", "AttentionDecoder", "Seq2Seq",
+           "gradient_by_distance"]
 
 CELLS = ("gru", "lstm", "rnn")
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
@@ -441,3 +445,45 @@ class Seq2Seq(nn.Module):
 
     def extra_repr(self) -> str:
         return f"attention={self.attention!r}, pad_id={self.pad_id}"
+
+
+# --------------------------------------------------------------------------------------------
+# vanishing gradients, measured
+# --------------------------------------------------------------------------------------------
+
+def gradient_by_distance(encoder: RNNEncoder, src: torch.Tensor) -> torch.Tensor:
+    """How much the final state ``h_S`` depends on each input, by distance from the end.
+
+    For a unidirectional :class:`RNNEncoder` and ``src (B, S)`` (token ids, no padding),
+    returns ``norms (S,)`` with ``norms[d]`` the Frobenius norm of the Jacobian
+    ``d h_S / d e_{S-d}`` (``e_t`` is the embedding of input ``t``, 1-based), averaged over the
+    ``B`` rows: ``d = 0`` is the last input, ``d = S - 1`` the first. This is the factor by
+    which a change in an input reaches the context vector ``C = h_S``, and so (by the chain
+    rule) the factor that scales every gradient flowing back from the decoder to that input.
+    For an LSTM ``h_S`` is the hidden state ``h`` (not the cell state ``c``).
+
+    The encoder is run without dropout and its parameters get no gradient. The Jacobian
+    takes ``H`` backward passes (one per unit of ``h_S``).
+    """
+    if not isinstance(encoder, RNNEncoder):
+        raise TypeError(f"encoder must be an attnbook.rnn.RNNEncoder, got "
+                        f"{type(encoder).__name__}")
+    if encoder.bidirectional:
+        raise ValueError("encoder must be unidirectional (bidirectional=False): a bidirectional "
+                         "encoder's final state mixes the last and the first input, so "
+                         "'distance from the end' has no single meaning")
+    _check_ids("src", src, encoder.vocab_size, "(B, S) of token ids")
+    if (src == encoder.pad_id).any():
+        row = int((src == encoder.pad_id).any(1).nonzero()[0])
+        raise ValueError(f"src must hold no padding (pad_id={encoder.pad_id}), so that every "
+                         f"row has the same distances; row {row} has some: {src[row].tolist()}")
+    emb = encoder.embedding(src).detach().requires_grad_(True)          # (B, S, E)
+    with torch.enable_grad():
+        _, last = encoder.rnn(emb)                # no dropout: last (1, B, H) or (h, c)
+        h_final = (last[0] if encoder.cell == "lstm" else last)[0]      # (B, H)
+        squares = torch.zeros(src.shape, dtype=emb.dtype, device=emb.device)   # (B, S)
+        for k in range(h_final.shape[1]):         # row k of the Jacobian, for every b and t
+            (g,) = torch.autograd.grad(h_final[:, k].sum(), emb, retain_graph=True)
+            squares += g.pow(2).sum(-1)                                 # (B, S)
+    norms = squares.sqrt().mean(0)                                      # (S,), by position t
+    return norms.flip(0).detach()                                       # by distance d

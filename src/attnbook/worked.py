@@ -4,6 +4,9 @@ Notes 05 (``05-transformer-questions-and-worked-examples.md``) works one attenti
 hand on a 3x4 input and then concatenates two heads. This module recomputes both with the
 package's own attention code, and keeps the notes' printed matrices (``NOTES_SINGLE_HEAD``) so
 that the book can show, cell by cell, where the hand arithmetic slipped.
+
+The notes give LayerNorm only as a formula (notes 01 and 05); :func:`layer_norm_example` works
+it on a small matrix, keeping every intermediate (chapter 9, Add & Norm).
 """
 
 from __future__ import annotations
@@ -25,6 +28,11 @@ __all__ = [
     "single_head_example",
     "two_head_example",
     "differences_from_notes",
+    "LN_EXAMPLE_X",
+    "LN_EXAMPLE_GAMMA",
+    "LN_EXAMPLE_BETA",
+    "LayerNormExample",
+    "layer_norm_example",
 ]
 
 DTYPE = torch.float64
@@ -56,8 +64,18 @@ NOTES_Z2 = ((1, 0.5, 1, 0.5),
             (0.8, 0.3, 0.8, 0.3))
 
 
+def _as_tensor(name: str, value, wanted: str) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value
+    try:
+        return torch.tensor(value, dtype=DTYPE)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"{name} must be a tensor or {wanted}, got {type(value).__name__} "
+                        f"{value!r}") from None
+
+
 def _matrix(name: str, value, shape: tuple[int, int] | None = None) -> torch.Tensor:
-    t = value if isinstance(value, torch.Tensor) else torch.tensor(value, dtype=DTYPE)
+    t = _as_tensor(name, value, "a nested sequence of numbers (a matrix)")
     check_tensor(name, t, ndim=2)
     t = t.to(DTYPE)
     if shape is not None and tuple(t.shape) != shape:
@@ -173,3 +191,82 @@ def differences_from_notes(example: SingleHeadExample | None = None,
                     cells.append((i, j, float(value), got))
         out[name] = cells
     return out
+
+
+# --------------------------------------------------------------------------------------------
+# LayerNorm, step by step (chapter 9)
+# --------------------------------------------------------------------------------------------
+
+#: The book's LayerNorm input: 4 tokens (rows) of 4 features, each row showing one property.
+LN_EXAMPLE_X = ((2, 4, 6, 8),        # evenly spread: mean 5, variance 5
+                (1, 0, 1, 0),        # the notes' first token: mean 0.5, variance 0.25
+                (20, 40, 60, 80),    # row 1 times 10: the same normalised values
+                (3, 3, 3, 3))        # constant: variance 0, and eps keeps the division finite
+
+#: A learned scale and shift, as they might look after training (at initialisation PyTorch
+#: sets gamma to ones and beta to zeros).
+LN_EXAMPLE_GAMMA = (1.0, 2.0, 0.5, 1.0)
+LN_EXAMPLE_BETA = (0.0, 0.0, 1.0, -1.0)
+
+
+@dataclass(frozen=True)
+class LayerNormExample:
+    """Every intermediate of ``LayerNorm(x) = gamma * (x - mu) / sqrt(sigma^2 + eps) + beta``,
+    computed over the last axis (each row, one token, on its own), in float64."""
+
+    x: torch.Tensor             # (n, d) input, one row per token
+    gamma: torch.Tensor         # (d,)   learned scale
+    beta: torch.Tensor          # (d,)   learned shift
+    eps: float                  # added to the variance
+    mean: torch.Tensor          # (n, 1) mu = mean of each row
+    centered: torch.Tensor      # (n, d) x - mu
+    var: torch.Tensor           # (n, 1) sigma^2 = mean of (x - mu)^2: the biased variance (/ d)
+    std: torch.Tensor           # (n, 1) sqrt(sigma^2 + eps)
+    normalized: torch.Tensor    # (n, d) (x - mu) / sqrt(sigma^2 + eps): mean 0, variance ~1
+    output: torch.Tensor        # (n, d) gamma * normalized + beta
+    var_unbiased: torch.Tensor  # (n, 1) the sample variance (/ (d - 1)), which LayerNorm does
+                                #        NOT use; kept to show the difference
+
+    def as_dict(self) -> dict[str, torch.Tensor | float]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _vector(name: str, value, size: int) -> torch.Tensor:
+    t = _as_tensor(name, value, f"a sequence of {size} numbers")
+    check_tensor(name, t, ndim=1, shape_hint=f"({size},), one value per feature")
+    if t.shape[0] != size:
+        raise ValueError(f"{name} must have shape ({size},), one value per feature of x, got "
+                         f"{tuple(t.shape)}")
+    return t.to(DTYPE)
+
+
+def layer_norm_example(x=LN_EXAMPLE_X, gamma=LN_EXAMPLE_GAMMA, beta=LN_EXAMPLE_BETA,
+                       eps: float = 1e-5) -> LayerNormExample:
+    """Layer normalisation of each row of ``x`` ``(n, d)``, step by step (float64).
+
+    ``mean`` and ``var`` are taken over the ``d`` features of each row; ``var`` divides by
+    ``d`` (the biased variance), as ``torch.nn.LayerNorm`` does. ``gamma`` and ``beta`` are
+    ``(d,)``; None gives PyTorch's initial values (ones, zeros). ``eps`` is ``nn.LayerNorm``'s
+    default ``1e-5``. With no arguments this is the book's example (:data:`LN_EXAMPLE_X`).
+    The result equals ``nn.LayerNorm(d, eps)`` with that weight and bias.
+    """
+    x = _matrix("x", x)
+    d = x.shape[1]
+    if d < 2:
+        raise ValueError(f"x must have at least 2 features (columns) to normalise, got shape "
+                         f"{tuple(x.shape)}")
+    gamma = torch.ones(d, dtype=DTYPE) if gamma is None else _vector("gamma", gamma, d)
+    beta = torch.zeros(d, dtype=DTYPE) if beta is None else _vector("beta", beta, d)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)):
+        raise TypeError(f"eps must be a float >= 0, got {type(eps).__name__} {eps!r}")
+    if not (eps >= 0 and eps < float("inf")):
+        raise ValueError(f"eps must be a finite float >= 0, got {eps}")
+    mean = x.mean(dim=-1, keepdim=True)                         # (n, 1)
+    centered = x - mean                                         # (n, d)
+    var = (centered ** 2).mean(dim=-1, keepdim=True)            # (n, 1), divides by d
+    std = torch.sqrt(var + eps)                                 # (n, 1)
+    normalized = centered / std                                 # (n, d)
+    output = gamma * normalized + beta                          # (n, d), gamma/beta per feature
+    var_unbiased = (centered ** 2).sum(dim=-1, keepdim=True) / (d - 1)
+    return LayerNormExample(x, gamma, beta, float(eps), mean, centered, var, std, normalized,
+                            output, var_unbiased)
