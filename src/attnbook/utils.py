@@ -60,13 +60,14 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
     return dev
 
 
-RECORDED = ("bottleneck",)
+RECORDED = ("bottleneck", "train_speed")
 
 
 def recorded_result(name: str) -> dict:
     """A benchmark result that ships with the package, for chapters that show a run too long
     to repeat in a notebook (``"bottleneck"``: ``benchmarks/bottleneck.py``, accuracy against
-    input length with and without attention). The benchmark writes this copy when it runs,
+    input length with and without attention; ``"train_speed"``: ``benchmarks/train_speed.py``,
+    the dates task trained from the command line under a time budget, and step times). The benchmark writes this copy when it runs,
     and a test checks it equals the one recorded in ``benchmarks/results/``."""
     if name not in RECORDED:
         raise ValueError(f"name must be one of {RECORDED}, got {name!r}")
