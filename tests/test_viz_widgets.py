@@ -217,3 +217,41 @@ def test_attention_explorer_shows_the_models_own_weights():
     expected = viz.figure_to_png(viz.attention_grid(causal_w[0], tokens, tokens,
                                                     layer_names=["causal self, layer 1"]), dpi=60)
     assert widgets.shown_view(box).value == expected              # the same picture, byte for byte
+
+
+def test_bottleneck_figure_draws_the_recorded_curves():
+    from attnbook.utils import recorded_result
+    bench = recorded_result("bottleneck")
+    fig = viz.bottleneck_figure(bench)
+    assert len(fig.axes) == 2                                   # exact match, per token
+    for ax, metric in zip(fig.axes, ("exact", "token"), strict=True):
+        curves = [line for line in ax.get_lines() if line.get_label() in
+                  viz.BOTTLENECK_MODELS.values()]
+        assert [c.get_label() for c in curves] == [viz.BOTTLENECK_MODELS[m]
+                                                   for m in ("context", "attention")]
+        for curve, model in zip(curves, ("context", "attention"), strict=True):
+            assert list(curve.get_xdata()) == [r["length"] for r in bench["by_length"]]
+            assert list(curve.get_ydata()) == [r[model][metric] for r in bench["by_length"]]
+    one = viz.bottleneck_figure(bench, ["context"], metrics=["exact"])
+    assert len(one.axes) == 1 and len(one.axes[0].get_lines()) == 1
+    with pytest.raises(ValueError, match="models must be"):
+        viz.bottleneck_figure(bench, ["rnn"])
+    with pytest.raises(ValueError, match="metrics must be"):
+        viz.bottleneck_figure(bench, metrics="exact")
+    with pytest.raises(TypeError, match="bottleneck"):
+        viz.bottleneck_figure({"rows": []})
+
+
+def test_token_weights_html_shades_each_token_by_its_weight():
+    html = viz.token_weights_html(["a", "<eos>", " "], torch.tensor([0.25, 0.75, 0.0]),
+                                  scores=[1.0, 2.1, -3.0], caption="<b>step 1</b>")
+    assert "<div><b>step 1</b></div><table" in html
+    assert "rgba(31,119,180,0.25)" in html and "rgba(31,119,180,0.75)" in html
+    assert "&lt;eos&gt;" in html and "<eos>" not in html           # tokens are escaped
+    assert html.count("<td") == 3 * 3 + 2                            # tokens, weights, scores
+    assert ">0.25<" in html and ">2.1<" in html and ">-3<" in html
+    assert viz.token_weights_html("ab", [0.5, 0.5]).count("<tr") == 2  # no scores row
+    with pytest.raises(ValueError, match="same length"):
+        viz.token_weights_html(["a"], [0.5, 0.5])
+    with pytest.raises(ValueError, match="one value per token"):
+        viz.token_weights_html(["a", "b"], [0.5, 0.5], scores=[1.0])

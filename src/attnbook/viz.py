@@ -24,6 +24,8 @@ __all__ = [
     "matrix_to_html",
     "figure_to_png",
     "png_to_html",
+    "bottleneck_figure",
+    "token_weights_html",
 ]
 
 Cells = Iterable[tuple[int, int]]
@@ -272,3 +274,92 @@ def attention_types_figure(maps: dict, *, title: str = "", cell: float = 2.6):
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
+
+
+BOTTLENECK_MODELS = {"context": "fixed context C = h_S", "attention": "additive attention"}
+BOTTLENECK_METRICS = {"exact": "exact match", "token": "per-token accuracy"}
+
+
+def bottleneck_figure(result: dict, models: Sequence[str] = ("context", "attention"), *,
+                      metrics: Sequence[str] = ("exact", "token"), title: str = "",
+                      panel_size: tuple[float, float] = (4.6, 3.0)):
+    """Accuracy against input length from the recorded bottleneck benchmark, one panel per
+    metric and one line per model: the shape of Bahdanau et al. (2014), Figure 2.
+
+    ``result`` is ``attnbook.utils.recorded_result("bottleneck")`` (or a dict of the same
+    layout: ``config`` with ``train_max`` and ``n_symbols``, ``by_length`` rows with
+    ``length`` and, per model, ``{"exact": ..., "token": ...}``). ``models`` picks the curves
+    (``"context"``, ``"attention"``), ``metrics`` the panels (``"exact"``, ``"token"``).
+    Lengths longer than any training input are shaded; the per-token panel marks guessing
+    (1 / n_symbols). Returns the ``Figure``.
+    """
+    if not isinstance(result, dict) or "by_length" not in result or "config" not in result:
+        raise TypeError("result must be the bottleneck benchmark's dict (recorded_result("
+                        "'bottleneck')), with 'config' and 'by_length'")
+    for name, chosen, known in (("models", models, BOTTLENECK_MODELS),
+                                ("metrics", metrics, BOTTLENECK_METRICS)):
+        if isinstance(chosen, str) or not chosen or any(c not in known for c in chosen):
+            raise ValueError(f"{name} must be a non-empty list drawn from {tuple(known)}, "
+                             f"got {chosen!r}")
+    cfg, rows = result["config"], result["by_length"]
+    lengths = [r["length"] for r in rows]
+    fig, axes = plt.subplots(1, len(metrics), squeeze=False,
+                             figsize=(panel_size[0] * len(metrics), panel_size[1]))
+    styles = {"context": ("o--", "#d62728"), "attention": ("s-", "#1f77b4")}
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for model in models:
+            style, color = styles[model]
+            ax.plot(lengths, [r[model][metric] for r in rows], style, color=color,
+                    label=BOTTLENECK_MODELS[model])
+        if max(lengths) > cfg["train_max"]:
+            ax.axvspan(cfg["train_max"] + 2.5, max(lengths) + 2.5, color="grey", alpha=0.15,
+                       label="longer than any training input")
+        if metric == "token":
+            ax.axhline(1 / cfg["n_symbols"], color="grey", lw=0.8, ls=":", label="guessing")
+        ax.set_xlabel("input length")
+        ax.set_ylabel(BOTTLENECK_METRICS[metric])
+        ax.set_ylim(0, 1.05)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def token_weights_html(tokens: Sequence[str], weights, scores=None, *, caption: str = "",
+                       digits: int = 2, rgb: tuple[int, int, int] = (31, 119, 180)) -> str:
+    """One query's attention over a row of tokens, as a small HTML table (for widget views).
+
+    Each token's cell is shaded in proportion to its weight (``weights`` ``(L,)``, in [0, 1]),
+    with the weight written under it, and, if given, the raw alignment score under that.
+    Much smaller and faster than a PNG per view, so an explorer can hold many views. Tokens
+    are HTML-escaped (``<eos>`` shows as such). ``caption`` is HTML, placed above the table.
+    """
+    w = to_numpy(weights).ravel()
+    if len(tokens) != len(w):
+        raise ValueError(f"tokens and weights must have the same length, got {len(tokens)} "
+                         f"tokens and weights of shape {to_numpy(weights).shape}")
+    s = None if scores is None else to_numpy(scores).ravel()
+    if s is not None and len(s) != len(w):
+        raise ValueError(f"scores must have one value per token ({len(w)}), got shape "
+                         f"{to_numpy(scores).shape}")
+    r, g, b = rgb
+    row_tok, row_w, row_s = [], [], []
+    for i, token in enumerate(tokens):
+        a = float(np.clip(w[i], 0.0, 1.0))
+        ink = ";color:#fff" if a > 0.5 else ""
+        row_tok.append(f'<td class="t" style="background:rgba({r},{g},{b},{a:.2f}){ink}">'
+                       f"{html.escape(str(token))}</td>")
+        row_w.append(f'<td class="n">{_fmt(w[i], digits)}</td>')
+        if s is not None:
+            row_s.append(f'<td class="s">{_fmt(s[i], 1)}</td>')
+    rows = ["<tr>" + "".join(row_tok) + "</tr>",
+            "<tr>" + "".join(row_w) + '<td class="s">weight</td></tr>']
+    if s is not None:
+        rows.append("<tr>" + "".join(row_s) + '<td class="s">score</td></tr>')
+    head = f"<div>{caption}</div>" if caption else ""
+    style = ("<style>.attnbook-tw{border-collapse:collapse}.attnbook-tw td{padding:1px 3px;"
+             "text-align:center;font-family:monospace}.attnbook-tw .t{font-size:14px}"
+             ".attnbook-tw .n{font-size:9px}.attnbook-tw .s{font-size:9px;color:#777}</style>")
+    return f'{style}{head}<table class="attnbook-tw">{"".join(rows)}</table>'
