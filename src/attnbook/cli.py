@@ -171,7 +171,7 @@ most L tokens long. The table is also written to evaluation.json beside the chec
 
 TRANSLATE_EXAMPLES = """\
 examples:
-  python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "Saturday 9 May 2018"
+  python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "Wednesday 9 May 2018"
   python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "9.5.2018" \\
       --attention-png attention.png --beam 4
 """

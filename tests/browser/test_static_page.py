@@ -161,3 +161,43 @@ def test_temperature_explorer_switches_between_scaled_and_unscaled(browser_page)
     assert box.locator("img:visible").first.get_attribute("src") not in (first, unscaled_1024)
     shot(page, box, "05_temperature_scaled_1024")
     assert not book_errors(errors), book_errors(errors)
+
+
+def test_rnn_attention_explorer_steps_through_dates_and_decoder_steps(browser_page):
+    page, errors = browser_page("06_rnn_with_attention")
+    box = page.locator(".widget-vbox").first
+    box.scroll_into_view_if_needed()
+    assert "step 1: writes" in box.inner_text()
+    first_view = box.inner_text()
+    shot(page, box, "06_explorer_date1_step1")
+    box.locator(".noUi-handle, .ui-slider-handle").first.click()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
+                           ".includes('step 3: writes')", timeout=5_000)
+    dates = box.locator("select").first
+    options = dates.locator("option").all_inner_texts()
+    dates.select_option(index=1)                                  # the second date
+    page.wait_for_timeout(300)
+    text = box.inner_text()
+    assert f"{options[1].strip()[1:-1]}, step 3: writes" in text and text != first_view
+    shot(page, box, "06_explorer_date2_step3")
+    assert not book_errors(errors), book_errors(errors)
+
+
+def test_transformer_attention_explorer_switches_type_and_layer(browser_page):
+    page, errors = browser_page("14_training_and_inference")
+    box = page.locator(".widget-vbox").first
+    box.scroll_into_view_if_needed()
+    encoder_self = box.locator("img:visible").first.get_attribute("src")
+    box.get_by_text("cross", exact=True).click()
+    page.wait_for_timeout(300)
+    cross = box.locator("img:visible").first.get_attribute("src")
+    assert cross != encoder_self
+    box.locator(".noUi-handle, .ui-slider-handle").first.click()
+    page.keyboard.press("End")                                    # the last layer
+    page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
+                           ".includes('layer 2')", timeout=5_000)
+    assert box.locator("img:visible").first.get_attribute("src") not in (encoder_self, cross)
+    shot(page, box, "14_explorer_cross_layer2")
+    assert not book_errors(errors), book_errors(errors)
