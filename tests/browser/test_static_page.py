@@ -104,6 +104,20 @@ def browser_page():
     server.shutdown()
 
 
+def first_explorer(page):
+    """The page's first widget box, scrolled into view."""
+    box = page.locator(".widget-vbox").first
+    box.scroll_into_view_if_needed()
+    return box
+
+
+def slide(page, box, *keys):
+    """Focus the box's first slider and press ``keys`` (ArrowRight, End, ...)."""
+    box.locator(".noUi-handle, .ui-slider-handle").first.click()
+    for key in keys:
+        page.keyboard.press(key)
+
+
 def shot(page, locator, name):
     ARTIFACTS.mkdir(exist_ok=True)
     locator.screenshot(path=str(ARTIFACTS / f"{name}.png"))
@@ -111,14 +125,11 @@ def shot(page, locator, name):
 
 def test_decoder_step_explorer_switches_views_without_a_kernel(browser_page):
     page, errors = browser_page("03_attention_three_steps")
-    box = page.locator(".widget-vbox").first
-    box.scroll_into_view_if_needed()
+    box = first_explorer(page)
     assert "step 1 → māo" in box.inner_text()
     first_image = box.locator("img:visible").first.get_attribute("src")
     shot(page, box, "03_explorer_step1")
-    box.locator(".noUi-handle, .ui-slider-handle").first.click()
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
+    slide(page, box, "ArrowRight", "ArrowRight")
     page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
                            ".includes('step 3')", timeout=5_000)
     assert "step 3 → diànzi" in box.inner_text()
@@ -129,12 +140,10 @@ def test_decoder_step_explorer_switches_views_without_a_kernel(browser_page):
 
 def test_worked_example_explorer_follows_token_and_stage(browser_page):
     page, errors = browser_page("04_query_key_value")
-    box = page.locator(".widget-vbox").first
-    box.scroll_into_view_if_needed()
+    box = first_explorer(page)
     assert "X and the weights" in box.inner_text()
     box.get_by_text("token x3", exact=True).click()
-    box.locator(".noUi-handle, .ui-slider-handle").first.click()
-    page.keyboard.press("End")
+    slide(page, box, "End")
     page.wait_for_timeout(300)
     text = box.inner_text()
     assert "Z = weights · V" in text and "token x3" in text
@@ -147,11 +156,9 @@ def test_worked_example_explorer_follows_token_and_stage(browser_page):
 
 def test_temperature_explorer_switches_between_scaled_and_unscaled(browser_page):
     page, errors = browser_page("05_score_functions")
-    box = page.locator(".widget-vbox").first
-    box.scroll_into_view_if_needed()
+    box = first_explorer(page)
     first = box.locator("img:visible").first.get_attribute("src")
-    box.locator(".noUi-handle, .ui-slider-handle").first.click()
-    page.keyboard.press("End")                                   # d_k = 1024
+    slide(page, box, "End")                                   # d_k = 1024
     page.wait_for_timeout(300)
     unscaled_1024 = box.locator("img:visible").first.get_attribute("src")
     assert unscaled_1024 != first
@@ -165,14 +172,11 @@ def test_temperature_explorer_switches_between_scaled_and_unscaled(browser_page)
 
 def test_rnn_attention_explorer_steps_through_dates_and_decoder_steps(browser_page):
     page, errors = browser_page("06_rnn_with_attention")
-    box = page.locator(".widget-vbox").first
-    box.scroll_into_view_if_needed()
+    box = first_explorer(page)
     assert "step 1: writes" in box.inner_text()
     first_view = box.inner_text()
     shot(page, box, "06_explorer_date1_step1")
-    box.locator(".noUi-handle, .ui-slider-handle").first.click()
-    page.keyboard.press("ArrowRight")
-    page.keyboard.press("ArrowRight")
+    slide(page, box, "ArrowRight", "ArrowRight")
     page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
                            ".includes('step 3: writes')", timeout=5_000)
     dates = box.locator("select").first
@@ -187,15 +191,13 @@ def test_rnn_attention_explorer_steps_through_dates_and_decoder_steps(browser_pa
 
 def test_transformer_attention_explorer_switches_type_and_layer(browser_page):
     page, errors = browser_page("14_training_and_inference")
-    box = page.locator(".widget-vbox").first
-    box.scroll_into_view_if_needed()
+    box = first_explorer(page)
     encoder_self = box.locator("img:visible").first.get_attribute("src")
     box.get_by_text("cross", exact=True).click()
     page.wait_for_timeout(300)
     cross = box.locator("img:visible").first.get_attribute("src")
     assert cross != encoder_self
-    box.locator(".noUi-handle, .ui-slider-handle").first.click()
-    page.keyboard.press("End")                                    # the last layer
+    slide(page, box, "End")                                    # the last layer
     page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
                            ".includes('layer 2')", timeout=5_000)
     assert box.locator("img:visible").first.get_attribute("src") not in (encoder_self, cross)
