@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnbook.decode import beam_search, greedy_decode, length_penalty_factor
+from attnbook.decode import beam_search, greedy_decode, length_penalty_factor, sequence_log_prob
 from attnbook.transformer import Transformer
 
 PAD, BOS, EOS = 0, 1, 2
@@ -257,3 +257,39 @@ def test_a_small_transformer_learns_to_copy_exactly():
     real = ids != PAD
     diagonal = torch.arange(ids.shape[1]).expand_as(ids)
     assert (looked_at == diagonal)[real].float().mean() > 0.8
+
+
+def test_sequence_log_prob_equals_the_step_by_step_scores():
+    from attnbook.rnn import Seq2Seq
+    torch.manual_seed(0)
+    models = [random_transformer(2), Seq2Seq(9, 9, emb_dim=8, hidden_dim=12, attention="additive")]
+    src = torch.randint(3, 9, (5, 6), generator=torch.Generator().manual_seed(7))
+    for model in models:
+        model.train()
+        ids = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=7, beam_size=3)
+        got = sequence_log_prob(model, src, ids, bos_id=BOS)
+        assert model.training                                        # mode restored
+        with torch.no_grad():                                        # the slow way: step by step
+            model.eval()
+            state, tokens = model.init_decoder(src), torch.full((5, 1), BOS)
+            want = torch.zeros(5)
+            for t in range(ids.shape[1]):
+                logits, state, _ = model.decode_step(tokens, state)
+                step = F.log_softmax(logits, -1).gather(1, ids[:, t:t + 1])[:, 0]
+                want += step * (ids[:, t] != PAD)
+                tokens = torch.cat([tokens, ids[:, t:t + 1]], dim=1)
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+        greedy = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=7)
+        assert got.shape == (5,) and torch.isfinite(got).all()
+        assert (sequence_log_prob(model, src, greedy, bos_id=BOS) <= 0).all()
+
+
+def test_sequence_log_prob_names_bad_arguments():
+    model = random_transformer(0)
+    src = torch.randint(3, 9, (2, 4))
+    with pytest.raises(ValueError, match=r"ids must be \(B=2, L >= 1\)"):
+        sequence_log_prob(model, src, torch.ones(3, 4, dtype=torch.long), bos_id=BOS)
+    with pytest.raises(TypeError, match="ids"):
+        sequence_log_prob(model, src, torch.ones(2, 4), bos_id=BOS)
+    with pytest.raises(TypeError, match="pad_id"):
+        sequence_log_prob(nn.Linear(2, 2), src, src, bos_id=BOS)

@@ -32,7 +32,7 @@ from .attention import (
     scaled_dot_score,
 )
 from .data import TASKS, Vocab, length_controlled, load_tsv, make_loader, make_task
-from .decode import beam_search, greedy_decode
+from .decode import beam_search, greedy_decode, sequence_log_prob
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .rnn import AttentionDecoder, ContextDecoder, RNNEncoder, Seq2Seq
 from .train import (
@@ -106,6 +106,7 @@ __all__ = [
     "scaled_dot_product_attention",
     "scaled_dot_score",
     "seed_everything",
+    "sequence_log_prob",
     "setup_notebook",
     "sinusoidal_encoding",
 ]

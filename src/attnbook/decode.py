@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from ._checks import check_positive_int, check_tensor
 
-__all__ = ["greedy_decode", "beam_search", "length_penalty_factor"]
+__all__ = ["greedy_decode", "beam_search", "length_penalty_factor", "sequence_log_prob"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,6 +100,32 @@ def _stack_steps(steps: list[dict[str, torch.Tensor]],
 def length_penalty_factor(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
     """GNMT's length penalty ``lp(Y) = ((5 + |Y|) / 6) ^ alpha``; scores are ``log P / lp``."""
     return ((5.0 + length) / 6.0) ** alpha
+
+
+def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *,
+                      bos_id: int) -> torch.Tensor:
+    """``log P(Y | X)`` of given outputs, by one teacher-forced pass: how likely the model
+    finds them (for instance to compare greedy decoding, beam search and the right answer).
+
+    src ``(B, S)``; ids ``(B, L)`` the tokens after BOS, as :func:`greedy_decode` and
+    :func:`beam_search` return them (EOS included, then ``model.pad_id``). Returns ``(B,)``:
+    the sum over the non-padding positions of ``log P(y_t | y_<t, X)``. The model needs
+    ``pad_id`` and ``model(src, tgt_in) -> logits (B, L, V)`` (the Transformer and
+    ``Seq2Seq`` have both); it runs in eval mode under ``torch.no_grad()``.
+    """
+    if not hasattr(model, "pad_id"):
+        raise TypeError(f"model must have a pad_id, {type(model).__name__} has none")
+    check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
+    check_tensor("ids", ids, ndim=2, integer=True, shape_hint="(B, L) of token ids after BOS")
+    if ids.shape[0] != src.shape[0] or ids.shape[1] == 0:
+        raise ValueError(f"ids must be (B={src.shape[0]}, L >= 1) to match src "
+                         f"{tuple(src.shape)}, got {tuple(ids.shape)}")
+    check_positive_int("bos_id", bos_id, minimum=0)
+    bos = torch.full((ids.shape[0], 1), bos_id, dtype=ids.dtype, device=ids.device)
+    with _EvalNoGrad(model):
+        logits = model(src, torch.cat([bos, ids[:, :-1]], dim=1))             # (B, L, V)
+        step = F.log_softmax(logits.float(), dim=-1).gather(-1, ids[..., None])[..., 0]
+    return (step * (ids != model.pad_id)).sum(dim=1)
 
 
 # --------------------------------------------------------------------------------------------
