@@ -67,8 +67,9 @@ def recorded_result(name: str) -> dict:
     """A benchmark result that ships with the package, for chapters that show a run too long
     to repeat in a notebook (``"bottleneck"``: ``benchmarks/bottleneck.py``, accuracy against
     input length with and without attention; ``"train_speed"``: ``benchmarks/train_speed.py``,
-    the dates task trained from the command line under a time budget, and step times). The benchmark writes this copy when it runs,
-    and a test checks it equals the one recorded in ``benchmarks/results/``."""
+    the dates task trained from the command line under a time budget, and step times). The
+    benchmark writes this copy when it runs, and a test checks it equals the one recorded in
+    ``benchmarks/results/``."""
     if name not in RECORDED:
         raise ValueError(f"name must be one of {RECORDED}, got {name!r}")
     text = resources.files("attnbook").joinpath("recorded", f"{name}.json").read_text("utf-8")
