@@ -60,3 +60,78 @@ def test_ends_with_summary_and_exercises_with_hidden_solutions(notebook):
     assert re.search(r"^## Summary", text, re.M), f"{path.name}: no '## Summary'"
     assert re.search(r"^## Exercises", text, re.M), f"{path.name}: no '## Exercises'"
     assert ":class: dropdown" in text, f"{path.name}: solutions must be hidden in dropdowns"
+
+
+# Portability: what strict nbval compares must not depend on the CPU. Results of training
+# are tagged nbval-ignore-output and checked by the assertion cell that follows them; the
+# checks are test plumbing, hidden from readers (nbval still runs hidden cells).
+HIDDEN = {"remove-input", "remove-cell"}
+GLUE = "application/papermill.record/"
+
+
+def tags(cell):
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def has_assert(cell) -> bool:
+    import ast
+
+    source = "".join(cell["source"])
+    # IPython magics are not Python: blank them out before parsing
+    source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line
+                       for line in source.splitlines())
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    return any(isinstance(node, ast.Assert) for node in ast.walk(tree))
+
+
+def visible_outputs(cell):
+    """Outputs a reader sees: all but the glue outputs the book only reads."""
+    return [o for o in cell.get("outputs", [])
+            if not all(k.startswith(GLUE) for k in o.get("data", {"": 0}))]
+
+
+def test_every_ignored_output_is_followed_by_an_assertion(notebook):
+    path, nb = notebook
+    cells = code_cells(nb)
+    for i, cell in enumerate(cells):
+        if "nbval-ignore-output" not in tags(cell):
+            continue
+        following = cells[i + 1] if i + 1 < len(cells) else None
+        checked = following is not None and has_assert(following)
+        assert checked, (
+            f"{path.name}: code cell {i + 1} is nbval-ignore-output, but the next code cell "
+            f"asserts nothing; follow it with a cell that checks what the prose claims")
+
+
+def test_assertion_only_cells_are_hidden(notebook):
+    path, nb = notebook
+    for i, cell in enumerate(code_cells(nb)):
+        if has_assert(cell) and not visible_outputs(cell):
+            assert tags(cell) & HIDDEN, (
+                f"{path.name}: code cell {i + 1} only checks (asserts, shows nothing); tag it "
+                f"remove-input or remove-cell so readers do not see test plumbing")
+
+
+def test_no_result_depends_on_the_clock(notebook):
+    """A cell that reads the clock is a timing, and a timing is never compared as text."""
+    path, nb = notebook
+    for i, cell in enumerate(code_cells(nb)):
+        source = "".join(cell["source"])
+        if re.search(r"perf_counter|time\.time\(|max_seconds|--max-seconds|timeit", source):
+            assert "nbval-ignore-output" in tags(cell), (
+                f"{path.name}: code cell {i + 1} reads the clock or trains for a time budget; "
+                f"tag it nbval-ignore-output (and check its claim in the next cell)")
+
+
+def test_glued_names_are_unique_and_used(notebook):
+    path, nb = notebook
+    names = [o["metadata"]["scrapbook"]["name"] for c in code_cells(nb)
+             for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    assert not dupes, f"{path.name}: glued more than once: {dupes}"
+    text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    unused = [n for n in names if not re.search(r"\{glue(:\w+)?\}`" + re.escape(n) + r"[`:]", text)]
+    assert not unused, f"{path.name}: glued but never used in the prose: {unused}"

@@ -56,7 +56,7 @@ from .transformer import (
     parameter_breakdown,
     to_torch_transformer,
 )
-from .utils import get_device, seed_everything, setup_notebook
+from .utils import get_device, glue, seed_everything, setup_notebook
 
 __version__ = "0.1.0"
 
@@ -100,6 +100,7 @@ __all__ = [
     "dot_score",
     "general_score",
     "get_device",
+    "glue",
     "make_attention",
     "masked_softmax",
     "padding_mask",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import numbers
 import os
 import random
 from importlib import resources
@@ -10,7 +11,14 @@ from importlib import resources
 import numpy as np
 import torch
 
-__all__ = ["seed_everything", "get_device", "setup_notebook", "recorded_result", "RECORDED"]
+__all__ = [
+    "seed_everything",
+    "get_device",
+    "setup_notebook",
+    "glue",
+    "recorded_result",
+    "RECORDED",
+]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 
@@ -58,6 +66,36 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
     dev = get_device(device)
     print(f"attnbook ready: seed={seed}, device={dev.type}")
     return dev
+
+
+# The output type myst-nb's glue writes; the book build reads it, notebooks do not show it.
+GLUE_PREFIX = "application/papermill.record/"
+
+
+def glue(name: str, value, display: bool = False):
+    """Make ``value`` available to the chapter's prose as ``{glue:text}`name```.
+
+    Every number the text quotes is computed by a cell and glued, so text and output cannot
+    disagree. This writes the same output as ``myst_nb.glue`` (which the book build reads)
+    but needs only IPython, so a chapter runs where myst-nb is not installed (Colab). Glue
+    plain Python values (``float(x)``, ``int(n)``, a ``str``); the prose formats them, for
+    example ``{glue:text}`acc:.1%```. Returns ``value``.
+    """
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"name must be an identifier-like str, got {name!r}")
+    if not isinstance(value, str | numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"value for {name!r} must be a str, int or float (take .item() of a "
+                        f"tensor), got {type(value).__name__}")
+    if not isinstance(value, str):  # numpy scalars would print as np.float64(...)
+        value = int(value) if isinstance(value, numbers.Integral) else float(value)
+    from IPython.core.formatters import format_display_data
+    from IPython.display import display as ipy_display
+
+    bundle, metadata = format_display_data(value)
+    prefix = "" if display else GLUE_PREFIX
+    metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
+    ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
+    return value
 
 
 RECORDED = ("bottleneck", "train_speed")
