@@ -120,7 +120,7 @@ def test_no_result_depends_on_the_clock(notebook):
     path, nb = notebook
     for i, cell in enumerate(code_cells(nb)):
         source = "".join(cell["source"])
-        if re.search(r"perf_counter|time\.time\(|max_seconds|--max-seconds|timeit", source):
+        if re.search(r"perf_counter|time\.time\(|best_time|max_seconds|--max-seconds|timeit", source):
             assert "nbval-ignore-output" in tags(cell), (
                 f"{path.name}: code cell {i + 1} reads the clock or trains for a time budget; "
                 f"tag it nbval-ignore-output (and check its claim in the next cell)")

@@ -5,7 +5,7 @@ import pytest
 import torch
 from IPython.utils.capture import capture_output
 
-from attnbook import glue
+from attnbook import best_time, glue
 from attnbook.utils import GLUE_PREFIX
 
 
@@ -56,3 +56,38 @@ def test_glue_rejects_names_the_prose_cannot_refer_to(name):
 def test_glue_rejects_values_it_cannot_print_as_a_number_or_text(value):
     with pytest.raises(TypeError, match="value for 'x' must be a str, int or float"):
         glue("x", value)
+
+
+def test_best_time_is_the_fastest_run_after_a_warm_up():
+    calls = []
+    # perf_counter at the start and end of each run: the runs take 0.5, 0.2, 0.1 and 0.2 s
+    seconds = iter([0.0, 0.5, 0.5, 0.7, 0.7, 0.8, 0.8, 1.0])
+
+    import attnbook.utils as utils
+
+    real = utils.time.perf_counter
+    utils.time.perf_counter = lambda: next(seconds)
+    try:
+        best = best_time(lambda: calls.append(1), repeats=4)
+    finally:
+        utils.time.perf_counter = real
+    assert len(calls) == 5                       # one warm-up, then one call per repeat
+    assert best == pytest.approx(0.1)            # the fastest run
+
+
+def test_best_time_averages_number_calls_per_run():
+    calls = []
+    assert best_time(lambda: calls.append(1), repeats=2, number=3) >= 0
+    assert len(calls) == 1 + 2 * 3
+
+
+@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"number": -1}, {"repeats": 2.0},
+                                    {"number": True}])
+def test_best_time_rejects_counts_that_are_not_positive_ints(kwargs):
+    with pytest.raises(ValueError, match="must be a positive int"):
+        best_time(lambda: None, **kwargs)
+
+
+def test_best_time_needs_something_to_call():
+    with pytest.raises(TypeError, match="fn must be callable"):
+        best_time(3)

@@ -56,7 +56,7 @@ from .transformer import (
     parameter_breakdown,
     to_torch_transformer,
 )
-from .utils import get_device, glue, seed_everything, setup_notebook
+from .utils import best_time, get_device, glue, seed_everything, setup_notebook
 
 __version__ = "0.1.0"
 
@@ -87,6 +87,7 @@ __all__ = [
     "SublayerConnection",
     "Transformer",
     "beam_search",
+    "best_time",
     "count_parameters",
     "greedy_decode",
     "parameter_breakdown",

@@ -6,6 +6,7 @@ import json
 import numbers
 import os
 import random
+import time
 from importlib import resources
 
 import numpy as np
@@ -16,6 +17,7 @@ __all__ = [
     "get_device",
     "setup_notebook",
     "glue",
+    "best_time",
     "recorded_result",
     "RECORDED",
 ]
@@ -96,6 +98,29 @@ def glue(name: str, value, display: bool = False):
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
     ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
     return value
+
+
+def best_time(fn, repeats: int = 7, number: int = 1) -> float:
+    """Seconds one call of ``fn()`` takes: the fastest of ``repeats`` runs of ``number`` calls.
+
+    One warm-up call comes first. The fastest run is the one least disturbed by whatever else
+    the machine is doing, so it is the fairest number to compare two pieces of code by. A
+    timing is never a reproducible result: chapters show it, and check only what holds with a
+    wide margin on any machine.
+    """
+    for name, value in (("repeats", repeats), ("number", number)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(number):
+            fn()
+        best = min(best, (time.perf_counter() - start) / number)
+    return best
 
 
 RECORDED = ("bottleneck", "train_speed")
