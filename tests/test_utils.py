@@ -1,5 +1,8 @@
 """attnbook.utils: glue writes what myst-nb's glue writes, and refuses what the book cannot format."""
 
+import inspect
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -91,3 +94,31 @@ def test_best_time_rejects_counts_that_are_not_positive_ints(kwargs):
 def test_best_time_needs_something_to_call():
     with pytest.raises(TypeError, match="fn must be callable"):
         best_time(3)
+
+
+def test_show_source_is_the_real_code_of_a_function_method_and_class():
+    from attnbook import show_source
+    from attnbook.attention import MultiHeadAttention, scaled_dot_product_attention
+
+    src = show_source(scaled_dot_product_attention)
+    assert src.code == inspect.getsource(scaled_dot_product_attention)
+    assert src.path == "attnbook/attention.py"
+    md = src._repr_markdown_()
+    assert md.startswith("`attnbook.attention.scaled_dot_product_attention` in "
+                         "`src/attnbook/attention.py`:")
+    assert "```python\ndef scaled_dot_product_attention(" in md and md.rstrip().endswith("```")
+    method = show_source(MultiHeadAttention.forward)
+    assert method.code.startswith("def forward(self")          # dedented out of the class
+    assert method.name == "attnbook.attention.MultiHeadAttention.forward"
+    assert show_source(MultiHeadAttention).code.startswith("class MultiHeadAttention(")
+    assert repr(method).splitlines()[0] == (
+        "# attnbook.attention.MultiHeadAttention.forward (src/attnbook/attention.py)")
+
+
+def test_show_source_rejects_what_is_not_package_code():
+    from attnbook import show_source
+
+    with pytest.raises(TypeError, match="obj must be a class, function, method or module.*int"):
+        show_source(3)
+    with pytest.raises(ValueError, match="obj must come from the attnbook package.*'json'"):
+        show_source(json.dumps)

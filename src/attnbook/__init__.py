@@ -56,7 +56,7 @@ from .transformer import (
     parameter_breakdown,
     to_torch_transformer,
 )
-from .utils import best_time, get_device, glue, seed_everything, setup_notebook
+from .utils import best_time, get_device, glue, seed_everything, setup_notebook, show_source
 
 __version__ = "0.1.0"
 
@@ -110,5 +110,6 @@ __all__ = [
     "seed_everything",
     "sequence_log_prob",
     "setup_notebook",
+    "show_source",
     "sinusoidal_encoding",
 ]

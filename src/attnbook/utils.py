@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import numbers
 import os
 import random
+import textwrap
 import time
 from importlib import resources
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -18,6 +21,8 @@ __all__ = [
     "setup_notebook",
     "glue",
     "best_time",
+    "show_source",
+    "Source",
     "recorded_result",
     "RECORDED",
 ]
@@ -121,6 +126,54 @@ def best_time(fn, repeats: int = 7, number: int = 1) -> float:
             fn()
         best = min(best, (time.perf_counter() - start) / number)
     return best
+
+
+class Source:
+    """The source code of one package object, as a chapter shows it (see :func:`show_source`).
+
+    In a notebook it displays as Markdown: a line naming the object and its file, then the code
+    in a fenced Python block. Jupyter Book, JupyterLab and Colab all render that as highlighted
+    code, so every reader sees the same code; its plain-text form is the code itself.
+    """
+
+    def __init__(self, obj):
+        target = inspect.unwrap(obj)
+        if isinstance(target, property):
+            target = target.fget
+        if not (inspect.isclass(target) or inspect.isfunction(target)
+                or inspect.ismethod(target) or inspect.ismodule(target)):
+            raise TypeError(f"obj must be a class, function, method or module of the package, "
+                            f"got {type(obj).__name__}")
+        module = inspect.getmodule(target)
+        if module is None or not module.__name__.startswith("attnbook"):
+            where = "no module" if module is None else module.__name__
+            raise ValueError(f"obj must come from the attnbook package, got {where!r}")
+        self.code = textwrap.dedent(inspect.getsource(target))
+        self.name = (module.__name__ if inspect.ismodule(target)
+                     else f"{module.__name__}.{target.__qualname__}")
+        src_dir = Path(__file__).resolve().parent.parent          # src/, which holds attnbook/
+        self.path = Path(inspect.getfile(target)).resolve().relative_to(src_dir).as_posix()
+
+    def _repr_markdown_(self) -> str:
+        fence = "````" if "```" in self.code else "```"
+        return f"`{self.name}` in `src/{self.path}`:\n\n{fence}python\n{self.code}{fence}\n"
+
+    def __repr__(self) -> str:
+        return f"# {self.name} (src/{self.path})\n{self.code}".rstrip("\n")
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(repr(self))
+
+
+def show_source(obj) -> Source:
+    """Show the real code of a package function, class or method in a chapter.
+
+    The chapters never copy package code into their text: they call
+    ``show_source(attnbook.attention.scaled_dot_product_attention)`` as the last line of a code
+    cell, and the output is that function's current source, highlighted. The web page, a
+    notebook opened in JupyterLab and Colab therefore all show the same, tested code.
+    """
+    return Source(obj)
 
 
 RECORDED = ("bottleneck", "train_speed")
