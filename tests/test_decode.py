@@ -293,3 +293,55 @@ def test_sequence_log_prob_names_bad_arguments():
         sequence_log_prob(model, src, torch.ones(2, 4), bos_id=BOS)
     with pytest.raises(TypeError, match="pad_id"):
         sequence_log_prob(nn.Linear(2, 2), src, src, bos_id=BOS)
+
+
+# ------------------------------------------------------------------------------ devices
+
+class _Reached(Exception):
+    """Raised by the probe with the devices of the tensors the model was given."""
+
+
+class _ProbeOnMeta(nn.Module):
+    """A model whose parameters live on the meta device (standing in for a GPU, which these
+    machines lack): it records the devices of the tensors a decoding function hands it."""
+
+    pad_id = PAD
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(3, device="meta"))
+
+    def init_decoder(self, src):
+        raise _Reached([src.device])
+
+    def decode_step(self, tokens, state):
+        raise _Reached([tokens.device])
+
+    def reorder_state(self, state, index):
+        return state
+
+    def forward(self, src, tgt_in):
+        raise _Reached([src.device, tgt_in.device])
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, src: greedy_decode(m, src, bos_id=BOS, eos_id=EOS, max_len=3),
+    lambda m, src: beam_search(m, src, bos_id=BOS, eos_id=EOS, max_len=3, beam_size=2),
+    lambda m, src: sequence_log_prob(m, src, torch.tensor([[3, EOS], [4, EOS]]), bos_id=BOS),
+], ids=["greedy_decode", "beam_search", "sequence_log_prob"])
+def test_decoding_moves_cpu_inputs_to_the_models_device(call):
+    with pytest.raises(_Reached) as reached:
+        call(_ProbeOnMeta(), torch.tensor([[3, 4], [4, 3]]))       # CPU tensors, as chapters make
+    assert [d.type for d in reached.value.args[0]] == ["meta"] * len(reached.value.args[0])
+
+
+def test_model_device_is_where_the_parameters_are():
+    from attnbook.utils import model_device
+
+    assert model_device(_ProbeOnMeta()).type == "meta"
+    assert model_device(ToyModel()).type == "cpu"
+    assert model_device(nn.ReLU()).type == "cpu"                    # no parameters: the CPU
+    buffers_only = nn.Module()
+    buffers_only.register_buffer("table", torch.zeros(2, device="meta"))
+    assert model_device(buffers_only).type == "meta"
+

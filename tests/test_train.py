@@ -489,3 +489,34 @@ def test_evaluate_reports_loss_token_accuracy_and_exact_match(task):
 def test_distributed_helpers_fall_back_to_one_process(monkeypatch):
     monkeypatch.delenv("WORLD_SIZE", raising=False)
     assert train_module.init_distributed() == (0, 1)
+
+
+def test_train_model_hands_the_model_back_on_the_device_it_came_on(task, monkeypatch):
+    # No GPU here: the stand-in trainer "moves" the model to CUDA as the real one does on a GPU
+    # machine, and model.to records the moves. The chapter's CPU tensors must work with the
+    # model afterwards, also when training stops with an error.
+    import attnbook.train as train_module
+
+    class TrainsOnCuda:
+        fail = False
+
+        def __init__(self, model, task, config):
+            self.model = model.to(torch.device("cuda"))
+
+        def fit(self):
+            if self.fail:
+                raise FloatingPointError("the loss became NaN")
+            return [{"step": 1}]
+
+    monkeypatch.setattr(train_module, "Trainer", TrainsOnCuda)
+    for fail in (False, True):
+        TrainsOnCuda.fail = fail
+        model, moves = transformer(task), []
+        model.to = lambda device, m=model, seen=moves: seen.append(torch.device(device)) or m
+        try:
+            train_model(model, task, steps=1)
+        except FloatingPointError:
+            assert fail
+        else:
+            assert not fail
+        assert moves == [torch.device("cuda"), torch.device("cpu")]

@@ -16,6 +16,9 @@ Greedy decoding takes the most likely token at every step. Beam search (束搜�
 penalty ``((5 + length) / 6) ^ alpha`` (Wu et al., 2016), so that longer sentences are not
 penalised just for having more factors below 1.
 
+The functions move ``src`` to the model's device (CUDA, MPS or the CPU) and return their
+results on ``src``'s device, so CPU tensors work with a model on a GPU.
+
 Both return ``(B, L)`` token ids *after* BOS, ``L <= max_len``: a sequence stops at its EOS
 (kept) and is padded with ``pad_id`` to the longest one. With ``return_attention=True`` they
 also return the attention of every generated token, stacked over steps:
@@ -31,6 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import check_positive_int, check_tensor
+from .utils import model_device
 
 __all__ = ["greedy_decode", "beam_search", "length_penalty_factor", "sequence_log_prob"]
 
@@ -97,6 +101,10 @@ def _stack_steps(steps: list[dict[str, torch.Tensor]],
     return out
 
 
+def _to(attention: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    return {name: w.to(device) for name, w in attention.items()}
+
+
 def length_penalty_factor(length: torch.Tensor | int, alpha: float) -> torch.Tensor | float:
     """GNMT's length penalty ``lp(Y) = ((5 + |Y|) / 6) ^ alpha``; scores are ``log P / lp``."""
     return ((5.0 + length) / 6.0) ** alpha
@@ -121,11 +129,13 @@ def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *,
         raise ValueError(f"ids must be (B={src.shape[0]}, L >= 1) to match src "
                          f"{tuple(src.shape)}, got {tuple(ids.shape)}")
     check_positive_int("bos_id", bos_id, minimum=0)
-    bos = torch.full((ids.shape[0], 1), bos_id, dtype=ids.dtype, device=ids.device)
+    home, device = src.device, model_device(model)
+    src, ids = src.to(device), ids.to(device)
+    bos = torch.full((ids.shape[0], 1), bos_id, dtype=ids.dtype, device=device)
     with _EvalNoGrad(model):
         logits = model(src, torch.cat([bos, ids[:, :-1]], dim=1))             # (B, L, V)
         step = F.log_softmax(logits.float(), dim=-1).gather(-1, ids[..., None])[..., 0]
-    return (step * (ids != model.pad_id)).sum(dim=1)
+    return (step * (ids != model.pad_id)).sum(dim=1).to(home)
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,6 +153,7 @@ def greedy_decode(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len
     ``torch.no_grad()`` and its training mode restored afterwards.
     """
     _check_arguments(model, src, bos_id, eos_id, max_len)
+    home, src = src.device, src.to(model_device(model))
     with _EvalNoGrad(model):
         state = model.init_decoder(src)
         b = src.shape[0]
@@ -161,7 +172,9 @@ def greedy_decode(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len
             if finished.all():
                 break
         ids = tokens[:, 1:]
-    return (ids, _stack_steps(steps, alive)) if return_attention else ids
+    if not return_attention:
+        return ids.to(home)
+    return ids.to(home), _to(_stack_steps(steps, alive), home)
 
 
 # --------------------------------------------------------------------------------------------
@@ -191,7 +204,9 @@ def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: 
                         f"{type(length_penalty).__name__} {length_penalty!r}")
     if not length_penalty >= 0:
         raise ValueError(f"length_penalty must be >= 0 (GNMT's alpha), got {length_penalty}")
-    b, k, device = src.shape[0], beam_size, src.device
+    home, device = src.device, model_device(model)
+    src = src.to(device)
+    b, k = src.shape[0], beam_size
     with _EvalNoGrad(model):
         state = model.init_decoder(src)
         rows = torch.arange(b, device=device).repeat_interleave(k)           # (B*K,)
@@ -238,12 +253,12 @@ def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: 
         ids = tokens.index_select(0, chosen)[:, 1:]                           # (B, steps)
         # drop the columns that are padding after EOS in every chosen hypothesis
         width = int(_before_or_at_eos(ids, eos_id).sum(dim=1).max())
-        ids = ids[:, :width]
+        ids = ids[:, :width].to(home)
         if not return_attention:
             return ids
         steps = [{n: w.index_select(0, chosen) for n, w in h.items()} for h in history]
         alive = [a.index_select(0, chosen) for a in alive_history]
-        return ids, _stack_steps(steps[:width], alive[:width])
+        return ids, _to(_stack_steps(steps[:width], alive[:width]), home)
 
 
 def _before_or_at_eos(ids: torch.Tensor, eos_id: int) -> torch.Tensor:

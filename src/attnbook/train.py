@@ -53,7 +53,7 @@ from torch import nn
 from ._checks import check_positive_int, check_probability, check_tensor
 from .data import BOS, EOS, BucketBatchSampler, Seq2SeqDataset, TaskData, Vocab, collate
 from .decode import greedy_decode
-from .utils import DEVICES, get_device
+from .utils import DEVICES, get_device, model_device
 
 __all__ = [
     "OPTIMIZERS", "SCHEDULES", "CHECKPOINT_FORMAT",
@@ -914,11 +914,19 @@ def train_model(model: nn.Module, task: TaskData, steps: int = 500, *, batch_siz
     """Train ``model`` on ``task`` (from :func:`attnbook.data.make_task` or ``load_tsv``) for
     ``steps`` steps on the CPU-friendly defaults and return the history; the last row holds
     the final validation loss, token accuracy and exact match. ``options`` are further
-    :class:`TrainConfig` fields (``lr``, ``schedule``, ``eval_every``, ``device`` ...)."""
+    :class:`TrainConfig` fields (``lr``, ``schedule``, ``eval_every``, ``device`` ...).
+
+    The model trains on ``device`` (default ``"auto"``: CUDA, then Apple's MPS, then the CPU)
+    and is handed back on the device it came on, also when training stops with an error, so
+    the tensors a chapter makes on the CPU work with it afterwards."""
     if not isinstance(task, TaskData):
         raise TypeError(f"task must be a TaskData (from make_task or load_tsv), got "
                         f"{type(task).__name__}")
     options.setdefault("eval_every", max(1, -(-steps // 4)))            # 4 evaluations
     options.setdefault("log_every", max(1, min(50, steps // 10)))
     config = TrainConfig(steps=steps, batch_size=batch_size, progress=progress, **options)
-    return Trainer(model, task, config=config).fit()
+    home = model_device(model)
+    try:
+        return Trainer(model, task, config=config).fit()
+    finally:
+        model.to(home)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import itertools
 import json
 import numbers
 import os
@@ -18,6 +19,7 @@ import torch
 __all__ = [
     "seed_everything",
     "get_device",
+    "model_device",
     "setup_notebook",
     "glue",
     "best_time",
@@ -55,6 +57,18 @@ def get_device(preference: str = "auto") -> torch.device:
     if preference == "mps" and not mps:
         raise ValueError("device='mps' was asked for but the MPS backend is not available")
     return torch.device(preference)
+
+
+def model_device(model) -> torch.device:
+    """The device a model's parameters (or, without any, its buffers) live on; CPU if none.
+
+    The package's functions that take a model and tensors (decoding, scoring, the widgets)
+    move the tensors there, so a chapter's CPU tensors work with a model on CUDA or MPS.
+    """
+    if isinstance(model, torch.nn.Module):
+        for tensor in itertools.chain(model.parameters(), model.buffers()):
+            return tensor.device
+    return torch.device("cpu")
 
 
 def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2) -> torch.device:

@@ -8,6 +8,10 @@ widget state carries both, and the page's widget manager runs the link in the br
 
 Edits that need Python (typing a new matrix entry) are live only with a kernel; those
 widgets say so and show the default result on the static page.
+
+``Stack`` is new in ipywidgets 8. Colab still ships ipywidgets 7.7, so there a ``Tab`` (which
+has the same ``selected_index``) stands in for it, with its tab bar hidden by a style rule:
+the same explorers, driven by the same controls.
 """
 
 from __future__ import annotations
@@ -37,6 +41,29 @@ __all__ = [
 ]
 
 
+# ipywidgets 8 has Stack; 7.x (Colab) has Tab, which switches children by the same index.
+STACK = getattr(W, "Stack", None) or W.Tab
+_TAB_STACK_CLASS = "attnbook-stack"
+
+
+def _stack(children: Sequence[W.Widget], titles: Sequence[str]) -> W.Box:
+    """A box showing one of ``children`` at a time, chosen by its ``selected_index``."""
+    stack = STACK(children=list(children), selected_index=0)
+    if STACK is W.Tab:                             # ipywidgets 7: name the tabs, hide the bar
+        for i, title in enumerate(titles):
+            stack.set_title(i, str(title))
+        stack.add_class(_TAB_STACK_CLASS)
+    return stack
+
+
+def _tab_bar_style() -> list[W.Widget]:
+    """With ipywidgets 7, a style rule that hides the tab bar of the stand-in stacks."""
+    if STACK is not W.Tab:
+        return []
+    rule = ", ".join(f".{_TAB_STACK_CLASS} > .{bar}" for bar in ("p-TabBar", "lm-TabBar"))
+    return [W.HTML(f"<style>{rule} {{display: none !important;}}</style>")]
+
+
 def as_view(view) -> W.Widget:
     """Turn a view into a widget: HTML text, PNG bytes, a matplotlib Figure, or a widget."""
     if isinstance(view, W.Widget):
@@ -51,7 +78,7 @@ def as_view(view) -> W.Widget:
                     f"got {type(view).__name__}")
 
 
-def _link_to_stack(control: W.Widget, attribute: str, stack: W.Stack):
+def _link_to_stack(control: W.Widget, attribute: str, stack: W.Box):
     """Tie ``control.attribute`` (an int) to ``stack.selected_index``.
 
     ``jslink`` runs in the browser (the static page); ``observe`` does the same in Python, so
@@ -99,15 +126,14 @@ def static_views(views: Sequence, axes: Sequence[tuple[Sequence[str], str, str]]
     made = [_control(kind, labels, description) for labels, description, kind in axes]
     links: list = []
 
-    def build(node, depth: int) -> W.Stack:
+    def build(node, depth: int) -> W.Box:
         labels = axes[depth][0]
         if len(node) != len(labels) or not labels:
             where = "views" if depth == 0 else f"a view list at depth {depth}"
             raise ValueError(f"{where} must have one entry per label of axis {depth} "
                              f"({len(labels)}), got {len(node)}")
         last = depth == len(axes) - 1
-        stack = W.Stack([as_view(v) if last else build(v, depth + 1) for v in node],
-                        selected_index=0)
+        stack = _stack([as_view(v) if last else build(v, depth + 1) for v in node], labels)
         links.append(_link_to_stack(*made[depth], stack))
         return stack
 
@@ -115,12 +141,12 @@ def static_views(views: Sequence, axes: Sequence[tuple[Sequence[str], str, str]]
     headers = []
     for (labels, _, kind), (control, attribute) in zip(axes, made, strict=True):
         if kind == "slider":                       # a slider shows a number: name it too
-            names = W.Stack([W.HTML(f"<b>{label}</b>") for label in labels], selected_index=0)
+            names = _stack([W.HTML(f"<b>{label}</b>") for label in labels], labels)
             links.append(_link_to_stack(control, attribute, names))
             headers.append(W.HBox([control, names]))
         else:
             headers.append(control)
-    box = W.VBox([*headers, root])
+    box = W.VBox([*_tab_bar_style(), *headers, root])
     box.controls = [control for control, _ in made]
     box.control, box.stack, box.links = box.controls[-1], root, links
     return box
@@ -157,7 +183,7 @@ def static_grid(views: Sequence[Sequence], row_labels: Sequence[str], col_labels
 def shown_view(box: W.VBox) -> W.Widget:
     """The view a grid or stepper currently shows (what the reader sees)."""
     view = box.stack.children[box.stack.selected_index]
-    while isinstance(view, W.Stack):
+    while isinstance(view, STACK):
         view = view.children[view.selected_index]
     return view
 
