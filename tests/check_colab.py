@@ -1,0 +1,104 @@
+"""Run every chapter as a reader on Google Colab would, and fail if any cell raises.
+
+Usage: python tests/check_colab.py [book/NN_name.ipynb ...]      (``make colab-check``)
+
+Colab comes with its own packages, and a chapter's setup cell only adds the book's package on
+top (``%pip install "attnbook @ git+...@<commit>"``). Colab's published list (2026-08) has
+ipywidgets 7.7.1, which has no ``Stack``, and numpy 2.1.3. This script:
+
+1. makes a virtual environment (``.cache/colab-venv``) holding the Colab versions of the
+   packages the book imports (``COLAB_PINS``) and otherwise requirements.txt's pins;
+2. installs the package the way the setup cell does (a plain ``pip install`` of the source,
+   not editable) and fails if pip changed any package already there: the package's own
+   dependencies are lower bounds, so a reader's Colab torch, numpy and ipywidgets stay;
+3. runs every chapter top to bottom in that environment (``execute_notebooks.py --check``)
+   and fails, naming the chapter and the error, if any cell raises.
+
+What it cannot copy here: Colab's Python (3.13) and torch (2.11); this machine has torch's CPU
+build only for Python 3.11, so the environment uses Python 3.11 and the pinned torch.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".cache" / "colab-venv"
+COLAB_PINS = {"ipywidgets": "7.7.1", "numpy": "2.1.3"}
+# what a chapter needs besides the package: the kernel, and nbclient to drive it
+RUNTIME = ("torch", "matplotlib", "tqdm", "ipykernel", "nbclient", "nbformat")
+
+
+def pins() -> list[str]:
+    """requirements.txt's pins for RUNTIME, then Colab's versions of COLAB_PINS."""
+    wanted = {}
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            wanted[name.strip().lower()] = version.strip()
+    missing = [name for name in RUNTIME if name not in wanted]
+    if missing:
+        raise SystemExit(f"requirements.txt pins no version of {missing}")
+    return [f"{n}=={wanted[n]}" for n in RUNTIME] + [f"{n}=={v}" for n, v in COLAB_PINS.items()]
+
+
+def run(*cmd, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([str(c) for c in cmd], check=True, text=True, **kw)
+
+
+def freeze(python: Path) -> dict[str, str]:
+    out = run(python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check",
+              capture_output=True).stdout
+    return dict(line.lower().split("==", 1) for line in out.splitlines() if "==" in line)
+
+
+def main(chapters: list[str]) -> int:
+    start = time.perf_counter()
+    python = VENV / "bin" / "python"
+    if not python.exists():
+        venv.create(VENV, with_pip=True)
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    run(*pip, *pins())
+    before = freeze(python)
+    for name, version in COLAB_PINS.items():
+        assert before.get(name) == version, f"{name} {before.get(name)} is not Colab's {version}"
+    before.pop("attnbook", None)
+    run(python, "-m", "pip", "uninstall", "-q", "-y", "attnbook")   # no-op in a new venv
+    with tempfile.TemporaryDirectory() as tmp:   # what the setup cell does, from this checkout
+        source = Path(tmp) / "attnbook"          # (a copy: pip leaves build/ where it builds)
+        shutil.copytree(ROOT / "src", source / "src",
+                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+        for name in ("pyproject.toml", "README.md", "LICENSE"):
+            if (ROOT / name).exists():
+                shutil.copy(ROOT / name, source / name)
+        run(*pip, source)
+    after = freeze(python)
+    changed = {n: (before[n], after.get(n)) for n in before if after.get(n) != before[n]}
+    added = sorted(set(after) - set(before) - {"attnbook"})
+    if changed or added:
+        print(f"installing the package changed the reader's packages: {changed or ''} "
+              f"{'added ' + ', '.join(added) if added else ''}")
+        return 1
+    installed = ", ".join(f"{n} {after[n]}" for n in ("torch", "numpy", "ipywidgets", "attnbook"))
+    print(f"Colab-like environment ready in {time.perf_counter() - start:.0f} s: {installed}; "
+          "installing the package changed none of its packages", flush=True)
+    run(python, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
+        stdout=subprocess.DEVNULL)
+    chapters = chapters or sorted(str(p) for p in (ROOT / "book").glob("[0-9]*.ipynb"))
+    # the chapters import the installed package, not src/: run them from outside the checkout
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([str(python), str(ROOT / "tests" / "execute_notebooks.py"), "--check",
+                           *map(os.path.abspath, chapters)], env=env, cwd=VENV)
+    print(f"Colab check: {len(chapters)} chapters in {time.perf_counter() - start:.0f} s, "
+          f"{'all ran' if done.returncode == 0 else 'some raised'}")
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
