@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,30 @@ def test_starts_with_the_shared_setup_cell(notebook):
     assert "setup_notebook(" in first, f"{path.name}: first code cell must call setup_notebook"
 
 
+INSTALL = re.compile(r'%pip install -q "attnbook @ git\+https://github\.com/attnbook/attnbook'
+                     r'@(?P<commit>[0-9a-f]{40})"')
+
+
+def git(*args) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(BOOK.parent), *args], capture_output=True, text=True)
+
+
+def test_colab_installs_the_package_the_chapter_ran_with(notebook):
+    # The setup cell installs (on Colab) a fixed commit, never a moving branch, and that
+    # commit's package is the one in this checkout: make notebooks writes it (tests/
+    # execute_notebooks.py), from the last commit that changed src/ or pyproject.toml.
+    path, nb = notebook
+    setup = "".join(code_cells(nb)[0]["source"])
+    found = INSTALL.search(setup)
+    assert found, f"{path.name}: the setup cell must install attnbook pinned to a commit"
+    commit = found["commit"]
+    if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
+        pytest.skip(f"commit {commit[:12]} is not in this clone's history (shallow clone?)")
+    changed = git("diff", "--name-only", commit, "HEAD", "--", "src", "pyproject.toml").stdout
+    assert not changed.strip(), (f"{path.name} pins {commit[:12]}, whose package differs from "
+                                 f"HEAD's in {changed.split()}: re-run make notebooks")
+
+
 def test_every_widget_view_has_saved_state(notebook):
     path, nb = notebook
     views = [o["data"][VIEW]["model_id"] for c in code_cells(nb) for o in c["outputs"]
@@ -62,6 +87,16 @@ def test_ends_with_summary_and_exercises_with_hidden_solutions(notebook):
     assert re.search(r"^## Summary", text, re.M), f"{path.name}: no '## Summary'"
     assert re.search(r"^## Exercises", text, re.M), f"{path.name}: no '## Exercises'"
     assert ":class: dropdown" in text, f"{path.name}: solutions must be hidden in dropdowns"
+
+
+def test_package_code_is_shown_from_a_code_cell(notebook):
+    """JupyterLab and Colab show a Sphinx {literalinclude} as raw text; show_source's output
+    reads the same on the web page and in every notebook front end (GUIDE section 2)."""
+    path, nb = notebook
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown" and "{literalinclude}" in "".join(cell["source"]):
+            pytest.fail(f"{path.name}: markdown cell {i + 1} has a {{literalinclude}}; show the "
+                        f"package's code with attnbook.show_source(obj) in a remove-input code cell")
 
 
 # Portability: what strict nbval compares must not depend on the CPU. Results of training
