@@ -18,9 +18,10 @@ from attnbook.data import make_task
 from attnbook.train import load_checkpoint
 
 # a tiny model on a tiny task: a training run of a few tenths of a second
-TINY = ["--n-train", "300", "--n-val", "30", "--n-test", "30", "--min-len", "2", "--max-len",
-        "5", "--n-symbols", "5", "--batch-size", "16", "--eval-every", "10", "--log-every",
-        "5", "--quiet"]
+TINY_DATA = ["--n-train", "300", "--n-val", "30", "--n-test", "30", "--min-len", "2",
+             "--max-len", "5", "--n-symbols", "5"]
+TINY_RUN = ["--batch-size", "16", "--eval-every", "10", "--log-every", "5", "--quiet"]
+TINY = TINY_DATA + TINY_RUN
 TINY_TRANSFORMER = ["--d-model", "16", "--heads", "2", "--d-ff", "32"]
 TINY_RNN = ["--emb", "8", "--hidden", "16"]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -39,8 +40,9 @@ def run(argv, capsys):
 def train(tmp_path, capsys, *extra, name="run", model="transformer", task="copy"):
     sizes = TINY_TRANSFORMER if model == "transformer" else TINY_RNN
     out = tmp_path / name
+    tiny = TINY_RUN if task == "tsv" else TINY            # the sizes of a synthetic task
     code, stdout, err = run(["train", "--task", task, "--model", model, "--out", out,
-                             "--steps", "20", *TINY, *sizes, *extra], capsys)
+                             "--steps", "20", *tiny, *sizes, *extra], capsys)
     assert code == 0, err
     return out
 

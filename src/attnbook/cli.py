@@ -5,35 +5,57 @@ and writes, into ``--out``: ``checkpoint.pt``, ``metrics.json``, ``history.csv``
 ``loss.png`` and ``attention.png``. ``evaluate`` measures exact match by input length;
 ``translate`` runs a trained model on your own input. ``--help`` on each says more.
 
-Exit status: 0 done; 1 an error (one line on stderr, no traceback; set ``ATTNBOOK_DEBUG=1``
-to see the traceback); 2 bad arguments; 130 training interrupted by Ctrl-C (after saving a
-checkpoint that ``--resume`` continues from).
+A run is never destroyed by mistake: ``train`` refuses an ``--out`` that already holds a run
+(``--overwrite`` replaces it, ``--resume`` continues it), checks ``--out``, ``--data`` and the
+model's length limit before the first step, writes every file atomically, saves a checkpoint
+only from a healthy model, and saves one on Ctrl-C or SIGTERM. The exit statuses are
+:data:`EXIT_CODES_HELP`.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import contextlib
 import csv
+import io
 import json
 import math
 import os
+import signal
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import torch
 
-from .data import BOS, EOS, TASKS, Vocab, length_controlled, load_tsv, make_task, normalise_text
+from .data import (
+    BOS,
+    EOS,
+    TASKS,
+    Vocab,
+    file_sha256,
+    length_controlled,
+    load_tsv,
+    make_task,
+    normalise_text,
+)
 from .decode import beam_search, greedy_decode
 from .train import (
     HISTORY_KEYS,
     OPTIMIZERS,
     SCHEDULES,
     CheckpointError,
+    NonFiniteLossError,
     TrainConfig,
     Trainer,
+    atomic_write,
     exact_match,
     init_distributed,
     load_checkpoint,
+    remove_stale_temp_files,
+    scheduled_lr,
 )
 from .utils import DEVICES, get_device, seed_everything
 
@@ -56,10 +78,10 @@ TRAIN_DEFAULTS = {
     "emb": 64, "hidden": 128, "cell": "gru", "score": "additive", "bidirectional": False,
     # the data
     "n_train": 20000, "n_val": 500, "n_test": 1000, "min_len": None, "max_len": None,
-    "n_symbols": None, "level": "word", "lower": False, "max_pairs": None,
+    "n_symbols": None, "level": "word", "lower": False, "max_pairs": None, "encoding": "utf-8",
     # the run
     "device": "auto", "amp": None, "compile": False, "seed": 0, "threads": None,
-    "out": None, "quiet": False,
+    "out": None, "quiet": False, "overwrite": False,
 }
 # model-dependent defaults: (schedule, lr, warmup, steps)
 MODEL_DEFAULTS = {
@@ -68,12 +90,45 @@ MODEL_DEFAULTS = {
     "rnn-attention": {"schedule": "cosine", "lr": 3e-3, "warmup": 50, "steps": 2000},
 }
 # options a resumed run must keep (they decide the model, the data or the batch order)
-FIXED_ON_RESUME = ("task", "data", "model", "d_model", "heads", "layers", "d_ff", "norm_first",
+# (--data is checked by its content instead: see _find_data)
+FIXED_ON_RESUME = ("task", "model", "d_model", "heads", "layers", "d_ff", "norm_first",
                    "emb", "hidden", "cell", "score", "bidirectional", "n_train", "n_val",
                    "n_test", "min_len", "max_len", "n_symbols", "level", "lower", "max_pairs",
-                   "seed", "batch_size")
-LENGTH_OPTIONS = ("steps", "epochs", "max_seconds")
-EXIT_ERROR, EXIT_USAGE, EXIT_INTERRUPTED = 1, 2, 130
+                   "encoding", "seed", "batch_size")
+# options of this invocation only: a resumed run does not take them from the checkpoint
+PER_INVOCATION = ("device", "threads", "compile", "out", "quiet", "overwrite")
+SEQUENCE_TASKS = ("copy", "reverse", "sort")
+# options that mean something only for some models, tasks or schedules: refused elsewhere
+# rather than silently ignored. option -> (the option that decides, the values it applies to)
+APPLIES_TO = {
+    **dict.fromkeys(("d_model", "heads", "layers", "d_ff", "norm_first"),
+                    ("model", ("transformer",))),
+    **dict.fromkeys(("emb", "hidden", "cell", "bidirectional"), ("model", ("rnn", "rnn-attention"))),
+    "score": ("model", ("rnn-attention",)),
+    **dict.fromkeys(("n_train", "n_val", "n_test"), ("task", (*TASKS,))),
+    **dict.fromkeys(("min_len", "n_symbols"), ("task", SEQUENCE_TASKS)),
+    "max_len": ("task", (*SEQUENCE_TASKS, "tsv")),
+    **dict.fromkeys(("data", "level", "lower", "max_pairs", "encoding"), ("task", ("tsv",))),
+    "lr": ("schedule", ("constant", "cosine")),
+    "lr_scale": ("schedule", ("noam",)),
+}
+# the files a run writes into --out (and evaluate beside the checkpoint)
+RUN_FILES = ("checkpoint.pt", "metrics.json", "history.csv", "loss.png", "attention.png",
+             "evaluation.json")
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143                   # 128 + SIGINT, 128 + SIGTERM
+EXIT_CODES_HELP = """\
+exit status:
+  0    done
+  1    an error, said in one line on stderr (ATTNBOOK_DEBUG=1 shows the traceback); every
+       check runs before the first step, and no saved file is changed by a failed command
+  2    bad arguments
+  3    training diverged (a NaN or infinite loss or weights): it stopped, and the last good
+       checkpoint is kept as it was
+  130  interrupted by Ctrl-C (SIGINT); in training, after saving a checkpoint that --resume
+       continues from
+  143  stopped by SIGTERM; likewise
+"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -154,9 +209,13 @@ examples:
   torchrun --nproc_per_node=2 -m attnbook train --task dates --batch-size 256
 
 --steps is the total number of updates, those before a --resume included. On --resume the
-model, data and seed come from the checkpoint; other options given again override it.
-Ctrl-C saves a checkpoint and exits (status 130); --resume continues exactly from it.
-"""
+model, data, seed and length of the run (--steps/--epochs, the schedule's end) come from the
+checkpoint; options given again override it, and each change is printed. --device,
+--threads, --compile and --quiet are not carried over. An --out that holds a run is refused
+unless --overwrite. Ctrl-C or SIGTERM saves a checkpoint and exits; --resume continues
+exactly from it.
+
+""" + EXIT_CODES_HELP
 
 EVALUATE_EXAMPLES = """\
 examples:
@@ -167,14 +226,16 @@ copy/reverse/sort: --n-per-length fresh inputs of exactly each length (none seen
 lengths beyond the training range show how the model extrapolates). dates/tsv: the test split,
 grouped by source length: the column "L" holds sources longer than the previous bound and at
 most L tokens long. The table is also written to evaluation.json beside the checkpoint.
-"""
+
+""" + EXIT_CODES_HELP
 
 TRANSLATE_EXAMPLES = """\
 examples:
   python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "Wednesday 9 May 2018"
   python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "9.5.2018" \\
       --attention-png attention.png --beam 4
-"""
+
+""" + EXIT_CODES_HELP
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -182,8 +243,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m attnbook",
                      description="Train, evaluate and run the seq2seq models of the book "
                                  "'Attention, from the ground up'.",
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
                      epilog="run 'python -m attnbook COMMAND --help' for a command's options "
-                            "and examples")
+                            "and examples\n\n" + EXIT_CODES_HELP)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
 
@@ -197,7 +259,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="copy, reverse, sort (letter sequences), dates (human dates -> ISO) or "
                         "tsv (your own source<TAB>target file, --data); required unless "
                         "--resume")
-    g.add_argument("--data", metavar="FILE", help="the .tsv file for --task tsv")
+    g.add_argument("--data", metavar="FILE",
+                   help="the .tsv file for --task tsv; on --resume, the run's file if it moved "
+                        "(or, knowingly, a changed one)")
+    g.add_argument("--encoding", metavar="NAME",
+                   help="tsv: the file's text encoding, e.g. latin-1 or cp1252"
+                        + _default("encoding"))
     g.add_argument("--n-train", type=_positive_int, metavar="N",
                    help="training pairs of a synthetic task" + _default("n_train"))
     g.add_argument("--n-val", type=_natural_int, metavar="N",
@@ -298,6 +365,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "checkpoint's folder)")
     g.add_argument("--resume", metavar="CHECKPOINT",
                    help="continue a run from its checkpoint.pt, exactly where it stopped")
+    g.add_argument("--overwrite", action="store_true", default=None,
+                   help="replace the run that --out already holds (refused without it)")
     g.add_argument("--quiet", action="store_true", default=None,
                    help="no progress bar or log lines")
     t.set_defaults(func=cmd_train)
@@ -317,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="beam size; 1 = greedy decoding (default: 1)")
     e.add_argument("--batch-size", type=_positive_int, default=256, metavar="N",
                    help="inputs decoded together (default: 256)")
+    e.add_argument("--data", metavar="FILE",
+                   help="tsv runs: the run's data file, if it is no longer where it was")
     e.add_argument("--device", choices=DEVICES, default="auto", help="(default: auto)")
     e.set_defaults(func=cmd_evaluate)
 
@@ -370,12 +441,11 @@ def _task_kwargs(o: dict) -> dict:
         kw = {"path": str(Path(o["data"]).resolve()), "level": o["level"], "lower": o["lower"],
               "seed": o["seed"]}
         kw.update({k: o[k] for k in ("max_len", "max_pairs") if o[k] is not None})
+        if (o.get("encoding") or "utf-8") != "utf-8":
+            kw["encoding"] = o["encoding"]
         return kw
     kw = {"n_train": o["n_train"], "n_val": o["n_val"], "n_test": o["n_test"], "seed": o["seed"]}
     options = {k: o[k] for k in ("min_len", "max_len", "n_symbols") if o[k] is not None}
-    if options and o["task"] == "dates":
-        raise ValueError(f"--{next(iter(options)).replace('_', '-')} applies to copy/reverse/"
-                         "sort, not to --task dates")
     return {**kw, **options}
 
 
@@ -385,7 +455,10 @@ def _build_task(name: str, kwargs: dict):
         path = Path(kw.pop("path"))
         if not path.is_file():
             raise FileNotFoundError(f"the data file {path} does not exist")
-        return load_tsv(path, **kw)
+        try:
+            return load_tsv(path, **kw)
+        except OSError as err:                 # unreadable: permissions, a device error
+            raise ValueError(f"--data {path}: cannot read it ({err.strerror or err})") from err
     kw = dict(kwargs)
     return make_task(name, kw.pop("n_train"), kw.pop("n_val"), kw.pop("n_test"), **kw)
 
@@ -425,12 +498,15 @@ def _decode(model, src, beam: int, max_len: int, return_attention: bool = False)
 # train
 # --------------------------------------------------------------------------------------------
 
-def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None]:
-    """The run's options: defaults <- the checkpoint's (on --resume) <- the command line."""
+def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None, list]:
+    """The run's options: defaults <- the checkpoint's (on --resume) <- the command line.
+
+    Returns the options, the checkpoint (None unless --resume) and, on --resume, the settings
+    the command line changes as ``(option, before, now)``."""
     given = {k: v for k, v in vars(args).items()
              if k in TRAIN_DEFAULTS or k in ("task", "data")}
     given = {k: v for k, v in given.items() if v is not None}
-    ckpt = None
+    ckpt, changes = None, []
     options = {**TRAIN_DEFAULTS, "task": None, "data": None}
     if args.resume:
         ckpt = load_checkpoint(args.resume)
@@ -444,27 +520,181 @@ def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None]
                 raise CheckpointError(f"{args.resume} was trained with {flag} "
                                       f"{before.get(key)}, not {given[key]}; a resumed run "
                                       "keeps the model, the data and the seed")
-        options.update(before)
-        if any(k in given for k in LENGTH_OPTIONS):          # a new length replaces the old
-            options.update(dict.fromkeys(LENGTH_OPTIONS))
+        options.update({k: v for k, v in before.items() if k not in PER_INVOCATION})
+        if "steps" in given or "epochs" in given:       # a new length replaces the old one
+            options.update(steps=None, epochs=None)
         if "out" not in given:
             options["out"] = str(Path(args.resume).parent)
+        changes = [(k, before.get(k), v) for k, v in given.items()
+                   if k not in PER_INVOCATION and k != "data" and before.get(k) != v]
     options.update(given)
     if options["task"] is None:
         raise ValueError("--task is required (or --resume CHECKPOINT)")
+    if "schedule" not in given and options["schedule"] is None:
+        options["schedule"] = MODEL_DEFAULTS[options["model"]]["schedule"]
+    _refuse_what_does_not_apply(given, options)
     for key, value in MODEL_DEFAULTS[options["model"]].items():
         if options[key] is None and not (key == "steps" and options["epochs"]):
             options[key] = value
+    try:
+        codecs.lookup(options["encoding"])
+    except LookupError:
+        raise ValueError(f"--encoding {options['encoding']}: not a text encoding Python "
+                         "knows (utf-8, latin-1, cp1252, utf-16, ...)") from None
     if options["task"] == "tsv":
+        if ckpt is not None:
+            options["data"] = str(_find_data(ckpt, args.resume, given.get("data")))
         if not options["data"]:
             raise ValueError("--task tsv needs --data FILE (one source<TAB>target pair a line)")
-        if not Path(options["data"]).is_file():
-            raise FileNotFoundError(f"--data {options['data']}: no such file")
-    elif options["data"]:
-        raise ValueError(f"--data is for --task tsv, not --task {options['task']}")
+        _check_data_file(Path(options["data"]))
+        options["data"] = str(Path(options["data"]).resolve())
     if options["out"] is None:
         options["out"] = str(Path("runs") / f"{options['task']}-{options['model']}")
-    return options, ckpt
+    return options, ckpt, changes
+
+
+def _refuse_what_does_not_apply(given: dict, options: dict) -> None:
+    """An option given for another model, task or schedule is an error, not ignored."""
+    for key in given:
+        if key not in APPLIES_TO:
+            continue
+        decider, values = APPLIES_TO[key]
+        if options[decider] not in values:
+            raise ValueError(f"--{key.replace('_', '-')} applies to --{decider} "
+                             f"{'/'.join(values)}, not to --{decider} {options[decider]}")
+
+
+def _check_data_file(path: Path) -> None:
+    if path.is_dir():
+        raise ValueError(f"--data {path}: is a folder; it wants a file of source<TAB>target "
+                         "lines")
+    if not path.is_file():
+        raise FileNotFoundError(f"--data {path}: no such file")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"--data {path}: cannot read it (permission denied)")
+
+
+def _find_data(ckpt: dict, ckpt_path, given: str | None) -> Path:
+    """The data file of a tsv run, for --resume and evaluate: ``given`` (--data, the user's
+    choice, used even if its content changed, with a warning), else where the run found it,
+    else beside the run (the stored path relative to the checkpoint's folder, then the file's
+    name there). A file whose content differs from the trained one is refused unless given."""
+    meta = ckpt.get("meta") or {}
+    stored = meta.get("data") or {"path": (meta.get("task_kwargs") or {}).get("path")}
+    digest = stored.get("sha256")
+    folder = Path(ckpt_path).resolve().parent
+    if given is not None:
+        path = Path(given)
+        _check_data_file(path)
+        if digest and file_sha256(path) != digest:
+            print(f"warning: --data {path} is not the file this run was trained on (sha256 "
+                  f"{file_sha256(path)[:12]}, not {digest[:12]}): its train/validation/test "
+                  "split differs, so test pairs may now be in training", file=sys.stderr)
+        return path
+    candidates = [Path(stored["path"])] if stored.get("path") else []
+    if stored.get("relative"):
+        candidates.append(folder / stored["relative"])
+    if stored.get("path"):
+        candidates.append(folder / Path(stored["path"]).name)
+    for path in dict.fromkeys(candidates):
+        if path.is_file():
+            if digest and file_sha256(path) != digest:
+                raise CheckpointError(
+                    f"the run's data file {path} has changed since it was trained (sha256 "
+                    f"{digest[:12]} then, {file_sha256(path)[:12]} now): its split would "
+                    "differ and test pairs could leak into training; restore the file, or pass "
+                    f"--data {path} to use it as it is now")
+            return path
+    raise CheckpointError(f"the run's data file is not at {' nor at '.join(map(str, dict.fromkeys(candidates)))}; pass "
+                          "--data FILE to say where it is now")
+
+
+def _data_identity(path: str, out: Path) -> dict:
+    """What a checkpoint stores of a tsv file: where it was, where relative to the run's
+    folder, and its content's hash."""
+    path = Path(path).resolve()
+    identity = {"path": str(path), "sha256": file_sha256(path)}
+    with contextlib.suppress(ValueError):             # another drive (Windows)
+        identity["relative"] = os.path.relpath(path, out.resolve())
+    return identity
+
+
+def _position_limit(model) -> int | None:
+    """How many positions the model can read or write (its positional table); None: any."""
+    limit = getattr(model, "max_len", None)
+    return limit if isinstance(limit, int) else None
+
+
+def _check_lengths_fit(task, model, options: dict) -> None:
+    """Every source, and every target with its BOS, must fit the model's positional table."""
+    limit = _position_limit(model)
+    if limit is None:
+        return
+    split = [p for part in (task.train, task.val, task.test) for p in part]
+    src = max(len(task.src_vocab.tokenize(s)) for s, _ in split)
+    tgt = max(len(task.tgt_vocab.tokenize(t)) for _, t in split) + 1
+    if max(src, tgt) > limit:
+        side = "source" if src >= tgt else "target (+1 for <bos>)"
+        raise ValueError(f"--max-len {options['max_len']}: the data hold a {side} of "
+                         f"{max(src, tgt)} tokens, but a {options['model']} reads at most "
+                         f"{limit} positions; use --max-len {limit - 1} or less")
+
+
+def _check_out(out: Path, overwrite: bool, resume: str | None) -> list[str]:
+    """Refuse an --out that cannot hold the run, or that holds another run (unless
+    --overwrite). Nothing is written. Returns the run files --overwrite will replace."""
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: is a file; it wants a folder (new or holding a run)")
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ValueError(f"--out {out}: cannot create it, because {existing} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: {existing} is not writable (permission denied)")
+    held = [name for name in RUN_FILES if (out / name).exists()]
+    same = resume is not None and out.resolve() == Path(resume).resolve().parent
+    if same and overwrite:
+        raise ValueError(f"--overwrite would delete the checkpoint that --resume {resume} "
+                         "continues; leave --overwrite out, or give another --out")
+    if held and not same and not overwrite:
+        hint = (f", or --resume {out / 'checkpoint.pt'} to continue it"
+                if "checkpoint.pt" in held else "")
+        raise ValueError(f"--out {out} already holds a run ({', '.join(held)}); pass "
+                         f"--overwrite to replace it{hint}")
+    return held if overwrite else []
+
+
+def _prepare_out(out: Path, replace: list[str]) -> list[Path]:
+    """Create --out, prove it writable, remove temporary files a killed run left, and the
+    files of the run that --overwrite replaces. Returns the stale files removed."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".attnbook-probe-"):
+            pass
+    except OSError as err:
+        raise ValueError(f"--out {out}: cannot write into it ({err.strerror or err})") from err
+    for name in replace:
+        (out / name).unlink(missing_ok=True)
+    return remove_stale_temp_files(out)
+
+
+def _lr_changes(trainer: Trainer, ckpt: dict) -> list[tuple]:
+    """The step budget and learning rate of the next update, before and after a resume's
+    options (a longer run restarts the tail of a cosine schedule, say)."""
+    old = TrainConfig.from_dict(ckpt["config"], device=trainer.config.device)
+    old_total = (old.steps if old.steps is not None else
+                 old.epochs * len(trainer.order) if old.epochs is not None else
+                 None if old.max_seconds is not None else 1000)
+    changes = []
+    if old_total != trainer.total_steps:
+        changes.append(("total steps", old_total, trainer.total_steps))
+    step = trainer.step + 1
+    before = scheduled_lr(old, step, old_total or step, trainer.d_model)
+    now = trainer.lr_at(step)
+    if not math.isclose(before, now, rel_tol=1e-9):
+        changes.append((f"learning rate of step {step}", f"{before:.3g}", f"{now:.3g}"))
+    return changes
 
 
 def _train_config(o: dict, device: str) -> TrainConfig:
@@ -480,7 +710,9 @@ def _train_config(o: dict, device: str) -> TrainConfig:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    options, ckpt = _resolve_train_options(args)
+    options, ckpt, changes = _resolve_train_options(args)
+    out = Path(options["out"])
+    replace = _check_out(out, bool(options["overwrite"]), args.resume)
     rank, world_size = init_distributed()
     if options["threads"]:
         torch.set_num_threads(options["threads"])
@@ -492,21 +724,38 @@ def cmd_train(args: argparse.Namespace) -> int:
                          "training needs some to evaluate on")
     kind, model_kwargs = options["model"], _model_kwargs(options)
     model = build_model(kind, len(task.src_vocab), len(task.tgt_vocab), model_kwargs)
+    _check_lengths_fit(task, model, options)
     config = _train_config(options, options["device"])
     meta = {"model": kind, "model_kwargs": model_kwargs, "task": options["task"],
             "task_kwargs": _task_kwargs(options), "options": options}
+    if options["task"] == "tsv":
+        meta["data"] = _data_identity(options["data"], out)
     trainer = Trainer(model, task.train, task.val, config, src_vocab=task.src_vocab,
                       tgt_vocab=task.tgt_vocab, meta=meta)
     if ckpt is not None:
         trainer.load_checkpoint(ckpt)
-        say(f"resuming {args.resume} at step {trainer.step}")
+        if trainer.total_steps is not None and trainer.step >= trainer.total_steps:
+            raise ValueError(f"{args.resume} is at step {trainer.step}, the end of its run of "
+                             f"{trainer.total_steps} steps; give --steps (or --epochs) beyond "
+                             f"step {trainer.step} to train further")
+        changes += _lr_changes(trainer, ckpt)
+        if rank == 0:                         # said even with --quiet: it changes the result
+            shown = "; ".join(f"{'--' + k.replace('_', '-') if k in TRAIN_DEFAULTS else k} "
+                              f"{a} -> {b}" for k, a, b in changes)
+            print(f"resuming {args.resume} at step {trainer.step}"
+                  + (f"; changed: {shown}" if shown else "; no setting changed"),
+                  file=sys.stderr)
+    if rank == 0:
+        for stale in _prepare_out(out, replace):
+            say(f"removed {stale}, left by a run that was killed")
+        if replace:
+            say(f"--overwrite: replaced the run in {out} ({', '.join(replace)})")
     n_params = sum(p.numel() for p in model.parameters())
     say(f"{kind} ({n_params:,} parameters) on {task.name}: {len(task.train)} training pairs, "
         f"device {trainer.device}" + (f", {world_size} processes" if world_size > 1 else "")
         + (f", amp {trainer.amp_dtype}" if trainer.amp_dtype else ""), flush=True)
     trainer.fit()
     if rank == 0:
-        out = Path(options["out"])
         test = None
         if task.test and not trainer.interrupted:
             test = trainer.evaluate(task.test, max_examples=None)
@@ -523,7 +772,9 @@ def cmd_train(args: argparse.Namespace) -> int:
                 + ", ".join(f"{k} {v:.4f}" for k, v in shown.items()) + f"; wrote {out}/")
     if world_size > 1:
         torch.distributed.destroy_process_group()
-    return EXIT_INTERRUPTED if trainer.interrupted else 0
+    if trainer.interrupted == "SIGTERM":
+        return EXIT_TERMINATED
+    return EXIT_INTERRUPTED if trainer.interrupted else EXIT_OK
 
 
 def _metrics(trainer: Trainer, task, kind: str, n_params: int, test: dict | None) -> dict:
@@ -555,14 +806,19 @@ def _metrics(trainer: Trainer, task, kind: str, n_params: int, test: dict | None
     return metrics
 
 
+def _write_text(path: Path, text: str) -> None:
+    """A text file, written atomically (a reader never sees half of it)."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
 def _write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    with open(out / "history.csv", "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=HISTORY_KEYS)
-        writer.writeheader()
-        writer.writerows({k: ("" if row.get(k) is None else row[k]) for k in HISTORY_KEYS}
-                         for row in trainer.history)
+    _write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    table = io.StringIO(newline="")
+    writer = csv.DictWriter(table, fieldnames=HISTORY_KEYS)
+    writer.writeheader()
+    writer.writerows({k: ("" if row.get(k) is None else row[k]) for k in HISTORY_KEYS}
+                     for row in trainer.history)
+    _write_text(out / "history.csv", table.getvalue())
     _loss_figure(trainer.history, out / "loss.png", f"{metrics['model']} on {metrics['task']}")
     pairs = task.test or task.val
     if getattr(model, "attention", "") is not None and pairs:
@@ -580,6 +836,16 @@ def _pyplot():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     return plt
+
+
+def _save_figure(fig, path: Path) -> None:
+    """``fig`` to ``path`` (its format from the suffix, png by default), atomically."""
+    plt = _pyplot()
+    kind = Path(path).suffix.lstrip(".").lower() or "png"
+    try:
+        atomic_write(path, lambda f: fig.savefig(f, format=kind, dpi=100))
+    finally:
+        plt.close(fig)
 
 
 def _loss_figure(history: list[dict], path: Path, title: str) -> None:
@@ -607,8 +873,7 @@ def _loss_figure(history: list[dict], path: Path, title: str) -> None:
               fontsize=8, frameon=False)
     ax.set_title(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save_figure(fig, path)
 
 
 def _attention_figure(model, source: str, src_vocab: Vocab, tgt_vocab: Vocab, beam: int,
@@ -638,9 +903,7 @@ def _attention_figure(model, source: str, src_vocab: Vocab, tgt_vocab: Vocab, be
                                        if attention["cross"].dim() == 5 else ""),
             xlabel="source", ylabel="output")
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save_figure(fig, path)
     return tgt_vocab.decode(out_ids)
 
 
@@ -652,8 +915,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     device = get_device(args.device)
     model, src_vocab, tgt_vocab, meta = _model_from_checkpoint(ckpt, args.checkpoint, device)
-    task = _build_task(meta["task"], meta["task_kwargs"])
-    if meta["task"] in ("copy", "reverse", "sort"):
+    task_kwargs = dict(meta["task_kwargs"])
+    if meta["task"] == "tsv":
+        task_kwargs["path"] = str(_find_data(ckpt, args.checkpoint, args.data))
+    elif args.data is not None:
+        raise ValueError(f"--data applies to runs of --task tsv, not to this --task "
+                         f"{meta['task']} run")
+    limit = _position_limit(model)
+    if meta["task"] in SEQUENCE_TASKS and limit is not None and max(args.lengths) >= limit:
+        raise ValueError(f"--lengths: {max(args.lengths)} is too long for this model, which "
+                         f"reads and writes at most {limit} positions (so inputs of at most "
+                         f"{limit - 1} symbols, one position being its <eos>)")
+    task = _build_task(meta["task"], task_kwargs)
+    if meta["task"] in SEQUENCE_TASKS:
         seen = {s for split in (task.train, task.val, task.test) for s, _ in split}
         n_symbols = task.options["n_symbols"]
         groups = {}
@@ -687,7 +961,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
               "checkpoint": str(args.checkpoint), "step": ckpt["step"], "task": meta["task"],
               "model": meta["model"]}
     path = Path(args.checkpoint).parent / "evaluation.json"
-    path.write_text(json.dumps(result, indent=2) + "\n")
+    _write_text(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
     return 0
 
@@ -709,12 +983,23 @@ def cmd_translate(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     device = get_device(args.device)
     model, src_vocab, tgt_vocab, meta = _model_from_checkpoint(ckpt, args.checkpoint, device)
-    for i, raw in enumerate(args.text, start=1):
+    limit = _position_limit(model)
+    if args.max_len is not None and limit is not None and args.max_len > limit:
+        raise ValueError(f"--max-len {args.max_len}: this model writes at most {limit} tokens "
+                         "(its positional table)")
+    texts = []
+    for i, raw in enumerate(args.text, start=1):        # every input checked before any work
         text = _normalise_input(raw, src_vocab, meta)
-        if not src_vocab.tokenize(text):
-            raise ValueError(f"input {i} is empty")
         n = len(src_vocab.tokenize(text))
-        max_len = args.max_len or 2 * n + 10
+        if not n:
+            raise ValueError(f"input {i} is empty")
+        if limit is not None and n > limit:
+            raise ValueError(f"input {i} has {n} tokens, but this model reads at most {limit} "
+                             "(its positional table): shorten it or split it")
+        src_vocab.encode(text)                            # an unknown symbol fails here
+        texts.append((i, text, n))
+    for i, text, n in texts:
+        max_len = args.max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
         if args.attention_png:
             png = Path(args.attention_png)
             if len(args.text) > 1:
@@ -730,21 +1015,52 @@ def cmd_translate(args: argparse.Namespace) -> int:
 # entry point
 # --------------------------------------------------------------------------------------------
 
+class _Terminated(BaseException):
+    """SIGTERM outside the training loop (which saves a checkpoint and returns itself)."""
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """While a command runs, SIGTERM unwinds it like Ctrl-C (temporary files are removed, a
+    one-line message, status 143) instead of killing the process mid-write."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (see the module docstring)."""
+    """Run the command line; returns the exit status (:data:`EXIT_CODES_HELP`)."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    name = f"python -m attnbook {args.command}"
     try:
-        return args.func(args)
-    except (ValueError, TypeError, OSError, ArithmeticError, RuntimeError) as err:
+        with _sigterm_raises():
+            return args.func(args)
+    except (ValueError, TypeError, OSError, ArithmeticError, RuntimeError,
+            LookupError) as err:
         if os.environ.get("ATTNBOOK_DEBUG"):
             raise
         message = " ".join(str(err).split()) or type(err).__name__
-        print(f"python -m attnbook {args.command}: error: {message}", file=sys.stderr)
+        if isinstance(err, NonFiniteLossError):
+            print(f"{name}: training diverged: {message}", file=sys.stderr)
+            return EXIT_DIVERGED
+        print(f"{name}: error: {message}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:              # outside training (which saves and returns itself)
-        print(f"python -m attnbook {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted (SIGINT)", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except _Terminated:
+        print(f"{name}: stopped (SIGTERM)", file=sys.stderr)
+        return EXIT_TERMINATED
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ Public names (the chapters use them):
 - :func:`length_controlled`: fresh examples of a sequence task at chosen input lengths, to
   measure accuracy against length, beyond the training lengths too;
 - :func:`load_tsv`: your own parallel corpus, one ``source<TAB>target`` pair a line
-  (:func:`normalise_text` prepares a new input the same way);
+  (:func:`normalise_text` prepares a new input the same way; :func:`file_sha256` identifies
+  the file's content);
 - :class:`Seq2SeqDataset` (a ``torch.utils.data.Dataset``), :func:`collate` (padding, into a
   :class:`Batch`), :class:`BucketBatchSampler` (length bucketing) and :func:`make_loader`
   (all three in one ``DataLoader``).
@@ -23,7 +24,9 @@ corpus is tokenised first (:func:`tokenize_words`) and stored as space-separated
 
 from __future__ import annotations
 
+import codecs
 import datetime
+import hashlib
 import random
 import re
 from collections import Counter
@@ -40,7 +43,7 @@ from ._checks import check_positive_int, check_tensor
 
 __all__ = [
     "PAD", "BOS", "EOS", "UNK", "SPECIALS", "LEVELS", "Vocab", "tokenize_words", "normalise_text",
-    "TASKS", "TaskData", "make_task", "length_controlled", "load_tsv",
+    "TASKS", "TaskData", "make_task", "length_controlled", "load_tsv", "file_sha256",
     "Seq2SeqDataset", "Batch", "collate", "BucketBatchSampler", "make_loader",
 ]
 
@@ -486,6 +489,46 @@ def normalise_text(text: str, level: str = "word", lower: bool = False) -> str:
     return text.lower() if lower else text
 
 
+def file_sha256(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes (hex): a checkpoint stores it to notice a changed corpus."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _decode_error(path: Path, encoding: str) -> ValueError | None:
+    """Where ``path`` stops being valid ``encoding``: file, line and column (1-based) and the
+    bytes; None if it decodes. (A decoding error's own offset counts from the start of the
+    chunk being read, not of the file, and says nothing of lines.)"""
+    raw = path.read_bytes()
+    try:
+        raw.decode(encoding)
+    except UnicodeDecodeError as e:
+        before = raw[:e.start].decode(encoding, errors="replace")
+        line = before.count("\n") + 1
+        column = len(before) - (before.rfind("\n") + 1) + 1
+        return ValueError(f"{path}, line {line}, column {column}: not valid {encoding} (bytes "
+                          f"{raw[e.start:e.end]!r:.40}); give the file's encoding (on the "
+                          "command line: --encoding, e.g. latin-1 or cp1252)")
+    return None
+
+
+def _numbered_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a text file, a UTF-8 byte-order mark skipped; bytes that are
+    not valid ``encoding`` are a ``ValueError`` naming the file, line and column."""
+    with path.open(encoding=encoding, newline="") as f:
+        try:
+            for number, line in enumerate(f, start=1):
+                yield number, (line[1:] if number == 1 and line.startswith("\ufeff") else line)
+        except UnicodeDecodeError:
+            error = _decode_error(path, encoding)
+            if error is None:
+                raise
+            raise error from None
+
+
 def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_len: int = 1,
              max_len: int = 50, val_fraction: float = 0.1, test_fraction: float = 0.1,
              seed: int = 0, min_freq: int = 1, max_pairs: int | None = None,
@@ -497,7 +540,9 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
     ``ValueError`` naming the file and the line number. Each side is tokenised
     (``level="word"``: :func:`tokenize_words`, stored space-separated; ``level="char"``:
     whitespace collapsed), optionally lower-cased, and pairs whose sides have fewer than
-    ``min_len`` or more than ``max_len`` tokens are dropped. The first ``max_pairs`` kept pairs
+    ``min_len`` or more than ``max_len`` tokens are dropped. The file is read as ``encoding``
+    (a UTF-8 byte-order mark is skipped); bytes not valid in it are a ``ValueError`` naming
+    the file, the line and the column. The first ``max_pairs`` kept pairs
     are split at random (``seed``) by *source sentence*, so that a sentence with several
     translations lands in one split only. Vocabularies come from the training split alone
     (symbols seen ``min_freq`` times), with ``unknown="unk"`` for what the other splits hold.
@@ -519,34 +564,42 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
     check_positive_int("seed", seed, minimum=0)
     if max_pairs is not None:
         check_positive_int("max_pairs", max_pairs)
+    if not isinstance(encoding, str):
+        raise TypeError(f"encoding must be a str such as 'utf-8', got {type(encoding).__name__}")
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise ValueError(f"encoding must be a text encoding Python knows (utf-8, latin-1, "
+                         f"cp1252, ...), got {encoding!r}") from None
+    if path.is_dir():
+        raise ValueError(f"{path} is a folder, not a file of sentence pairs")
 
     pairs: list[tuple[str, str]] = []
     n_lines = n_too_short = n_too_long = 0
-    with path.open(encoding=encoding, newline="") as f:
-        for number, line in enumerate(f, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            n_lines += 1
-            fields = line.split("\t")
-            if len(fields) < 2:
-                raise ValueError(f"{path}, line {number}: expected at least 2 tab-separated "
-                                 f"fields (source<TAB>target), got {len(fields)}: {line!r:.80}")
-            src = normalise_text(fields[0], level, lower)
-            tgt = normalise_text(fields[1], level, lower)
-            if not src or not tgt:
-                side = "source" if not src else "target"
-                raise ValueError(f"{path}, line {number}: the {side} is empty: {line!r:.80}")
-            n_src = len(src.split()) if level == "word" else len(src)
-            n_tgt = len(tgt.split()) if level == "word" else len(tgt)
-            if min(n_src, n_tgt) < min_len:
-                n_too_short += 1
-            elif max(n_src, n_tgt) > max_len:
-                n_too_long += 1
-            else:
-                pairs.append((src, tgt))
-                if max_pairs is not None and len(pairs) == max_pairs:
-                    break
+    for number, line in _numbered_lines(path, encoding):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        n_lines += 1
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise ValueError(f"{path}, line {number}: expected at least 2 tab-separated "
+                             f"fields (source<TAB>target), got {len(fields)}: {line!r:.80}")
+        src = normalise_text(fields[0], level, lower)
+        tgt = normalise_text(fields[1], level, lower)
+        if not src or not tgt:
+            side = "source" if not src else "target"
+            raise ValueError(f"{path}, line {number}: the {side} is empty: {line!r:.80}")
+        n_src = len(src.split()) if level == "word" else len(src)
+        n_tgt = len(tgt.split()) if level == "word" else len(tgt)
+        if min(n_src, n_tgt) < min_len:
+            n_too_short += 1
+        elif max(n_src, n_tgt) > max_len:
+            n_too_long += 1
+        else:
+            pairs.append((src, tgt))
+            if max_pairs is not None and len(pairs) == max_pairs:
+                break
     if not pairs:
         raise ValueError(f"{path}: no sentence pair left ({n_lines} lines read, {n_too_short} "
                          f"shorter than min_len={min_len}, {n_too_long} longer than "

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import math
 import os
 import pickle
@@ -58,9 +59,10 @@ from .utils import DEVICES, get_device, model_device
 __all__ = [
     "OPTIMIZERS", "SCHEDULES", "CHECKPOINT_FORMAT",
     "label_smoothed_loss", "token_accuracy", "exact_match",
-    "noam_lr", "constant_lr", "cosine_lr",
+    "noam_lr", "constant_lr", "cosine_lr", "scheduled_lr",
     "TrainConfig", "Trainer", "train_model",
-    "atomic_save", "load_checkpoint", "CheckpointError", "NonFiniteLossError",
+    "atomic_save", "atomic_write", "remove_stale_temp_files", "load_checkpoint",
+    "CheckpointError", "NonFiniteLossError",
     "init_distributed",
 ]
 
@@ -74,15 +76,23 @@ class CheckpointError(ValueError):
 
 
 class NonFiniteLossError(FloatingPointError):
-    """The training loss became NaN or infinite; ``step`` is the step that produced it."""
+    """Training diverged: the training loss (``what="training loss"``, found before the update
+    of ``step`` is applied), the validation loss or the weights became NaN or infinite.
+    Nothing is saved from such a model: ``checkpoint`` is the last good one (None if none),
+    written at step ``saved_step``."""
 
-    def __init__(self, step: int, loss: float, checkpoint: Path | None = None):
+    def __init__(self, step: int, loss: float, checkpoint: Path | None = None, *,
+                 what: str = "training loss", saved_step: int | None = None):
         self.step, self.loss, self.checkpoint = step, loss, checkpoint
-        kept = (f"the last good checkpoint, {checkpoint}, is untouched" if checkpoint
+        self.what, self.saved_step = what, saved_step
+        at = f" (step {saved_step})" if saved_step is not None else ""
+        kept = (f"the last good checkpoint, {checkpoint}{at}, is kept untouched" if checkpoint
                 else "no checkpoint was written")
-        super().__init__(f"the training loss became {loss} at step {step}; training stopped "
-                         f"before that update ({kept}). Try a lower learning rate or lr scale, "
-                         "a longer warm-up, gradient clipping, or --no-amp")
+        when = ("before that update" if what == "training loss"
+                else "without saving that model")
+        super().__init__(f"the {what} became {loss} at step {step}; training stopped {when} "
+                         f"({kept}). Try a lower learning rate or lr scale, a longer warm-up, "
+                         "gradient clipping, or --no-amp")
 
 
 # --------------------------------------------------------------------------------------------
@@ -204,6 +214,18 @@ def cosine_lr(step: int, lr: float, warmup: int, total_steps: int,
         return lr * step / warmup
     progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
     return lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
+
+
+def scheduled_lr(config: TrainConfig, step: int, total_steps: int | None,
+                 d_model: int | None) -> float:
+    """The learning rate of update ``step`` under ``config``'s schedule, for a run of
+    ``total_steps`` (cosine) and a model of width ``d_model`` (noam)."""
+    c = config
+    if c.schedule == "noam":
+        return noam_lr(step, d_model, c.warmup, c.lr_scale)
+    if c.schedule == "constant":
+        return constant_lr(step, c.lr, c.warmup)
+    return cosine_lr(step, c.lr, c.warmup, total_steps, c.min_lr_ratio)
 
 
 # --------------------------------------------------------------------------------------------
@@ -381,24 +403,72 @@ class BatchOrder:
 # checkpoints on disk
 # --------------------------------------------------------------------------------------------
 
-def atomic_save(obj, path: str | Path) -> Path:
-    """``torch.save(obj)`` to ``path`` atomically: into a temporary file in the same folder,
-    flushed to disk, then ``os.replace``-d over ``path``. A failure part-way leaves the old
-    ``path`` untouched and removes the temporary file."""
+_TEMP_MARK = ".tmp-"
+
+
+def atomic_write(path: str | Path, write) -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills a temporary file ``.NAME.tmp-PID`` (binary,
+    in the same folder), which is flushed to disk and then ``os.replace``-d over ``path``. A
+    failure part-way (an error, a full disk, Ctrl-C) leaves the old ``path`` untouched and
+    removes the temporary file; a process killed outright leaves it behind for
+    :func:`remove_stale_temp_files`. An ``OSError`` names the file (and says "no space left
+    on device" for a full disk)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = path.with_name(f".{path.name}{_TEMP_MARK}{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(e, OSError):
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                why = "no space left on device"
+            else:
+                why = e.strerror or str(e)
+            error = OSError(f"could not write {path}: {why} (the previous {path.name}, if "
+                            "any, is untouched)")
+            error.errno = e.errno
+            raise error from e
         raise
     return path
+
+
+def atomic_save(obj, path: str | Path) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def remove_stale_temp_files(folder: str | Path) -> list[Path]:
+    """Remove the temporary files (``.NAME.tmp-PID``) that :func:`atomic_write` left in
+    ``folder`` when its process was killed (SIGKILL, a power cut): those whose process is
+    no longer running. Returns what was removed."""
+    removed = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    for tmp in folder.glob(f".*{_TEMP_MARK}*"):
+        pid = tmp.name.rpartition(_TEMP_MARK)[2]
+        if not pid.isdigit() or (int(pid) != os.getpid() and _process_exists(int(pid))):
+            continue
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:                 # PermissionError: it exists, as another user's process
+        return True
+    return True
 
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
@@ -544,6 +614,24 @@ def _as_dataset(name: str, data, src_vocab, tgt_vocab) -> Seq2SeqDataset:
                     f"{type(data).__name__}")
 
 
+def _check_fits(model: nn.Module, datasets: dict) -> None:
+    """A model with a positional table (``max_len``) must be able to read every example:
+    sources of up to ``max_len`` tokens, targets of up to ``max_len`` tokens after BOS."""
+    limit = getattr(model, "max_len", None)
+    if not isinstance(limit, int):
+        return
+    for name, data in datasets.items():
+        if data is None:
+            continue
+        longest_src = max(len(src) for src, _ in data.items)
+        longest_tgt = max(len(tgt) - 1 for _, tgt in data.items)         # BOS + target
+        for side, n in (("source", longest_src), ("target (with BOS)", longest_tgt)):
+            if n > limit:
+                raise ValueError(f"{name} holds a {side} of {n} tokens, but the model reads "
+                                 f"at most max_len={limit} positions (its positional table); "
+                                 "drop longer pairs or build the model with a larger max_len")
+
+
 HISTORY_KEYS = ("step", "epoch", "seconds", "lr", "train_loss", "val_loss", "token_accuracy",
                 "exact_match")
 
@@ -588,6 +676,7 @@ class Trainer:
         self.src_vocab = src_vocab or self.train_data.src_vocab
         self.tgt_vocab = tgt_vocab or self.train_data.tgt_vocab
         self.pad_id = model.pad_id
+        _check_fits(model, {"train_data": self.train_data, "val_data": self.val_data})
 
         self.rank, self.world_size = _distributed()
         self.is_main = self.rank == 0
@@ -629,6 +718,7 @@ class Trainer:
         self.step_seconds = 0.0                  # time spent in train_step by the last fit
         self.checkpoint_path = (Path(config.out_dir) / "checkpoint.pt"
                                 if config.out_dir else None)
+        self.saved_step: int | None = None      # the step of the last checkpoint written
 
     # ------------------------------------------------------------------ set-up helpers
 
@@ -654,12 +744,7 @@ class Trainer:
 
     def lr_at(self, step: int) -> float:
         """The learning rate of update number ``step`` (1 = the first)."""
-        c = self.config
-        if c.schedule == "noam":
-            return noam_lr(step, self.d_model, c.warmup, c.lr_scale)
-        if c.schedule == "constant":
-            return constant_lr(step, c.lr, c.warmup)
-        return cosine_lr(step, c.lr, c.warmup, self.total_steps, c.min_lr_ratio)
+        return scheduled_lr(self.config, step, self.total_steps, self.d_model)
 
     def _autocast(self):
         return torch.autocast(self.device.type, dtype=self.amp_dtype,
@@ -698,7 +783,8 @@ class Trainer:
         loss = loss_sum * (self.world_size / global_tokens)
         (mean_loss,) = self._all_reduce([loss_sum.item() / global_tokens])
         if not math.isfinite(mean_loss):
-            raise NonFiniteLossError(self.step + 1, mean_loss, self._last_saved())
+            raise NonFiniteLossError(self.step + 1, mean_loss, self._last_saved(),
+                                     saved_step=self.saved_step)
         self.scaler.scale(loss).backward()
         self._updating = True              # from here on, Ctrl-C must not save half an update
         if self.config.grad_clip is not None:
@@ -713,6 +799,23 @@ class Trainer:
     def _last_saved(self) -> Path | None:
         p = self.checkpoint_path
         return p if p is not None and p.exists() else None
+
+    def _save_if_healthy(self, val_loss: float | None) -> None:
+        """Save the checkpoint of ``out_dir`` only from a healthy model: finite weights and a
+        finite validation loss (None: not evaluated). Otherwise raise
+        :class:`NonFiniteLossError` and keep the last good checkpoint as it is."""
+        if self.checkpoint_path is None:
+            return
+        bad_weights = not all(torch.isfinite(p).all() for p in self.model.parameters())
+        bad_loss = val_loss is not None and not math.isfinite(val_loss)
+        (bad,) = self._all_reduce([float(bad_weights) + 2.0 * float(bad_loss)],
+                                  op=dist.ReduceOp.MAX if self.world_size > 1 else None)
+        if bad:
+            what, value = (("validation loss", val_loss) if bad_loss or bad >= 2
+                           else ("model's weights", "non-finite (NaN or inf)"))
+            raise NonFiniteLossError(self.step, value, self._last_saved(), what=what,
+                                     saved_step=self.saved_step)
+        self.save_checkpoint()
 
     # ------------------------------------------------------------------ the loop
 
@@ -752,7 +855,7 @@ class Trainer:
                         last_eval = self.step if evaluate_now else last_eval
                         self._show(bar, row, tqdm.write if evaluate_now else None)
                         if evaluate_now:
-                            self.save_checkpoint()
+                            self._save_if_healthy(row["val_loss"])
         except KeyboardInterrupt:          # a second Ctrl-C, or one outside the main thread
             if self._updating:             # half an update: nothing consistent to save
                 raise
@@ -762,11 +865,12 @@ class Trainer:
             bar.close()
             self.step_seconds = step_time  # in train_step only (no evaluation, no logging)
         final_eval = self.step != last_eval and not self.interrupted and self.val_data is not None
+        row = None
         if losses or final_eval:
             row = self._log_row(losses, final_eval)
             self._show(None, row, tqdm.write)
         self.elapsed = self._clock[0] + time.perf_counter() - start
-        self.save_checkpoint()
+        self._save_if_healthy(row["val_loss"] if row is not None and final_eval else None)
         return self.history
 
     def _agree_to_stop(self, mine: bool) -> bool:
@@ -871,7 +975,10 @@ class Trainer:
         path = self.checkpoint_path if path is None else Path(path)
         if path is None or not self.is_main:
             return None
-        return atomic_save(self.state_dict(), path)
+        atomic_save(self.state_dict(), path)
+        if path == self.checkpoint_path:
+            self.saved_step = self.step
+        return path
 
     def load_checkpoint(self, checkpoint: str | Path | dict) -> dict:
         """Restore a checkpoint (a path or a loaded dict) into this trainer, to resume.
@@ -902,6 +1009,7 @@ class Trainer:
         _set_rng_state(ckpt["rng"])
         self.step, self.elapsed = int(ckpt["step"]), float(ckpt["elapsed"])
         self.history = list(ckpt.get("history", []))
+        self.saved_step = self.step
         return ckpt
 
 
