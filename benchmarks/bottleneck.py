@@ -49,15 +49,19 @@ def cpu_name() -> str:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--task", default="copy", choices=["copy", "reverse", "sort"])
     p.add_argument("--n-symbols", type=int, default=10, help="alphabet size")
     p.add_argument("--train-min", type=int, default=5, help="shortest training input")
     p.add_argument("--train-max", type=int, default=40, help="longest training input")
     p.add_argument("--n-train", type=int, default=50_000, help="distinct training pairs")
-    p.add_argument("--eval-lengths", default="5,10,15,20,25,30,35,40,45,50",
-                   help="comma-separated input lengths to evaluate")
+    p.add_argument(
+        "--eval-lengths",
+        default="5,10,15,20,25,30,35,40,45,50",
+        help="comma-separated input lengths to evaluate",
+    )
     p.add_argument("--n-eval", type=int, default=100, help="test inputs per length")
     p.add_argument("--emb", type=int, default=64)
     p.add_argument("--hidden", type=int, default=128)
@@ -68,8 +72,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch CPU threads (1 is fastest for these small matrices)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1 is fastest for these small matrices)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="folder for the results")
     p.add_argument("--name", default="bottleneck", help="file name stem of the results")
     return p.parse_args(argv)
@@ -82,9 +90,8 @@ def train(model: Seq2Seq, loader, steps: int, lr: float, log_every: int = 250) -
     losses, step = [], 0
     while step < steps:
         for batch in loader:
-            logits = model(batch.src, batch.tgt_in)                          # (B, T, V)
-            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
-                                   ignore_index=PAD)
+            logits = model(batch.src, batch.tgt_in)  # (B, T, V)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -107,8 +114,8 @@ def evaluate(model: Seq2Seq, pairs, src_vocab, tgt_vocab, batch_size: int = 100)
     """
     exact = tokens_right = tokens_total = 0
     for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start:start + batch_size]
-        src = src_vocab.encode_batch([s for s, _ in chunk])                  # (B, S)
+        chunk = pairs[start : start + batch_size]
+        src = src_vocab.encode_batch([s for s, _ in chunk])  # (B, S)
         max_len = max(len(t) for _, t in chunk) + 5
         ids = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=max_len)
         for row, (_, target) in zip(ids, chunk, strict=True):
@@ -130,39 +137,49 @@ def _shown_path(path: Path) -> str:
 
 def plot(results: dict, path: Path) -> None:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cfg = results["config"]
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4),
-                             gridspec_kw={"width_ratios": [1, 1, 1.1]})
-    for key, label, style in (("context", "fixed context C = h_S (RNNenc)", "o--"),
-                              ("attention", "additive attention (RNNsearch)", "s-")):
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.4), gridspec_kw={"width_ratios": [1, 1, 1.1]})
+    for key, label, style in (
+        ("context", "fixed context C = h_S (RNNenc)", "o--"),
+        ("attention", "additive attention (RNNsearch)", "s-"),
+    ):
         lengths = [r["length"] for r in results["by_length"]]
-        axes[0].plot(lengths, [100 * r[key]["exact"] for r in results["by_length"]], style,
-                     label=label)
-        axes[1].plot(lengths, [100 * r[key]["token"] for r in results["by_length"]], style,
-                     label=label)
+        axes[0].plot(
+            lengths, [100 * r[key]["exact"] for r in results["by_length"]], style, label=label
+        )
+        axes[1].plot(
+            lengths, [100 * r[key]["token"] for r in results["by_length"]], style, label=label
+        )
     for ax, title in zip(axes[:2], ("exact match (%)", "per-token accuracy (%)"), strict=True):
-        ax.axvspan(cfg["train_max"] + 0.5, max(cfg["eval_lengths"]) + 2, color="0.9",
-                   label="longer than any training input")
+        ax.axvspan(
+            cfg["train_max"] + 0.5,
+            max(cfg["eval_lengths"]) + 2,
+            color="0.9",
+            label="longer than any training input",
+        )
         ax.set_xlabel("input length (symbols)")
         ax.set_title(title)
         ax.set_ylim(-3, 103)
         ax.grid(alpha=0.3)
     axes[1].legend(loc="center right", fontsize=8)
     example = results["example"]
-    weights = example["weights"]                                    # (output steps, source)
+    weights = example["weights"]  # (output steps, source)
     axes[2].imshow(weights, cmap="viridis", vmin=0, vmax=1, aspect="auto")
     axes[2].set_xticks(range(len(example["source"])), list(example["source"]), fontsize=6)
     shown = list(example["prediction"]) + ["<eos>"]
-    axes[2].set_yticks(range(len(weights)), shown[:len(weights)], fontsize=6)
+    axes[2].set_yticks(range(len(weights)), shown[: len(weights)], fontsize=6)
     axes[2].set_xlabel("source symbol")
     axes[2].set_ylabel("generated symbol")
     axes[2].set_title(f"attention weights, one input of length {len(example['source'])}")
-    fig.suptitle(f"'{cfg['task']}' task, {cfg['cell'].upper()} hidden {cfg['hidden']}, "
-                 f"trained {cfg['steps']} steps on lengths {cfg['train_min']}-{cfg['train_max']} "
-                 "(same budget for both models)")
+    fig.suptitle(
+        f"'{cfg['task']}' task, {cfg['cell'].upper()} hidden {cfg['hidden']}, "
+        f"trained {cfg['steps']} steps on lengths {cfg['train_min']}-{cfg['train_max']} "
+        "(same budget for both models)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -191,15 +208,20 @@ def markdown(results: dict) -> str:
     ]
     for r in results["by_length"]:
         mark = " *" if r["length"] > cfg["train_max"] else ""
-        lines.append(f"| {r['length']}{mark} | {100 * r['context']['exact']:.0f}% | "
-                     f"{100 * r['attention']['exact']:.0f}% | {100 * r['context']['token']:.1f}% | "
-                     f"{100 * r['attention']['token']:.1f}% |")
+        lines.append(
+            f"| {r['length']}{mark} | {100 * r['context']['exact']:.0f}% | "
+            f"{100 * r['attention']['exact']:.0f}% | {100 * r['context']['token']:.1f}% | "
+            f"{100 * r['attention']['token']:.1f}% |"
+        )
     m = results["models"]
     seen = [r for r in results["by_length"] if r["length"] <= cfg["train_max"]]
     below = [r["length"] for r in seen if r["context"]["exact"] < 0.5]
     example = results["example"]
-    verdict = ("right" if example["prediction"] == example["target"]
-               else f"wrong; the target is `{example['target']}`")
+    verdict = (
+        "right"
+        if example["prediction"] == example["target"]
+        else f"wrong; the target is `{example['target']}`"
+    )
     lines += [
         "",
         f"\\* longer than any training input (training lengths {cfg['train_min']}-"
@@ -219,10 +241,14 @@ def markdown(results: dict) -> str:
         "| model | parameters | training time | final training loss |",
         "|---|---:|---:|---:|",
     ]
-    for key, label in (("context", "fixed context (attention=None)"),
-                       ("attention", "attention='additive'")):
-        lines.append(f"| {label} | {m[key]['parameters']:,} | {m[key]['train_seconds']:.0f} s | "
-                     f"{m[key]['final_loss']:.4f} |")
+    for key, label in (
+        ("context", "fixed context (attention=None)"),
+        ("attention", "attention='additive'"),
+    ):
+        lines.append(
+            f"| {label} | {m[key]['parameters']:,} | {m[key]['train_seconds']:.0f} s | "
+            f"{m[key]['final_loss']:.4f} |"
+        )
     lines += [
         "",
         f"The figure's right panel is the attention model's alignment for one test input of "
@@ -256,24 +282,47 @@ def main(argv=None) -> dict:
     eval_lengths = [int(x) for x in args.eval_lengths.split(",")]
     t_start = time.time()
 
-    data = make_task(args.task, n_train=args.n_train, n_val=0, n_test=0, seed=args.seed,
-                     min_len=args.train_min, max_len=args.train_max, n_symbols=args.n_symbols)
+    data = make_task(
+        args.task,
+        n_train=args.n_train,
+        n_val=0,
+        n_test=0,
+        seed=args.seed,
+        min_len=args.train_min,
+        max_len=args.train_max,
+        n_symbols=args.n_symbols,
+    )
     tests = length_controlled(data, eval_lengths, args.n_eval, seed=args.seed + 1)
     print(data, flush=True)
 
-    results = {"config": {**{k: (_shown_path(v) if isinstance(v, Path) else v)
-                             for k, v in vars(args).items()}, "eval_lengths": eval_lengths},
-               "models": {}, "by_length": [{"length": n} for n in eval_lengths]}
+    results = {
+        "config": {
+            **{k: (_shown_path(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
+            "eval_lengths": eval_lengths,
+        },
+        "models": {},
+        "by_length": [{"length": n} for n in eval_lengths],
+    }
     for key, attention in (("context", None), ("attention", "additive")):
         torch.manual_seed(args.seed)
-        model = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), args.emb, args.hidden,
-                        cell=args.cell, bidirectional=args.bidirectional,
-                        attention=attention, pad_id=PAD,
-                        attn_dim=args.attn_dim if attention else None)
-        loader = make_loader(data.train, data.src_vocab, data.tgt_vocab, args.batch_size,
-                             seed=args.seed)                                # same batches
-        print(f"training {key} model ({sum(p.numel() for p in model.parameters()):,} "
-              "parameters)", flush=True)
+        model = Seq2Seq(
+            len(data.src_vocab),
+            len(data.tgt_vocab),
+            args.emb,
+            args.hidden,
+            cell=args.cell,
+            bidirectional=args.bidirectional,
+            attention=attention,
+            pad_id=PAD,
+            attn_dim=args.attn_dim if attention else None,
+        )
+        loader = make_loader(
+            data.train, data.src_vocab, data.tgt_vocab, args.batch_size, seed=args.seed
+        )  # same batches
+        print(
+            f"training {key} model ({sum(p.numel() for p in model.parameters()):,} parameters)",
+            flush=True,
+        )
         t0 = time.time()
         losses = train(model, loader, args.steps, args.lr)
         seconds = time.time() - t0
@@ -282,36 +331,50 @@ def main(argv=None) -> dict:
             "parameters": sum(p.numel() for p in model.parameters()),
             "train_seconds": round(seconds, 1),
             "final_loss": sum(losses[-50:]) / len(losses[-50:]),
-            "loss_every_50": [round(sum(losses[i:i + 50]) / len(losses[i:i + 50]), 4)
-                              for i in range(0, len(losses), 50)],
+            "loss_every_50": [
+                round(sum(losses[i : i + 50]) / len(losses[i : i + 50]), 4)
+                for i in range(0, len(losses), 50)
+            ],
         }
         for row in results["by_length"]:
             exact, token = evaluate(model, tests[row["length"]], data.src_vocab, data.tgt_vocab)
             row[key] = {"exact": exact, "token": token}
-            print(f"    length {row['length']:3d}: exact {100 * exact:5.1f}%  "
-                  f"per token {100 * token:5.1f}%", flush=True)
-        if attention is not None:                       # one alignment, for the figure
+            print(
+                f"    length {row['length']:3d}: exact {100 * exact:5.1f}%  "
+                f"per token {100 * token:5.1f}%",
+                flush=True,
+            )
+        if attention is not None:  # one alignment, for the figure
             length = max(n for n in eval_lengths if n <= min(args.train_max, 30))
             source, target = tests[length][0]
             src = data.src_vocab.encode_batch([source])
-            ids, att = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=length + 5,
-                                     return_attention=True)
-            results["example"] = {"source": source, "target": target,
-                                  "prediction": data.tgt_vocab.decode(ids[0]),
-                                  "weights": att["cross"][0].round(decimals=4).tolist()}
+            ids, att = greedy_decode(
+                model, src, bos_id=BOS, eos_id=EOS, max_len=length + 5, return_attention=True
+            )
+            results["example"] = {
+                "source": source,
+                "target": target,
+                "prediction": data.tgt_vocab.decode(ids[0]),
+                "weights": att["cross"][0].round(decimals=4).tolist(),
+            }
 
     results["total_seconds"] = round(time.time() - t_start, 1)
-    results["machine"] = {"cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
-                          "processor": cpu_name(), "machine": platform.machine(),
-                          "platform": platform.platform(), "python": platform.python_version(),
-                          "torch": torch.__version__}
+    results["machine"] = {
+        "cpu_count": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "processor": cpu_name(),
+        "machine": platform.machine(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
     shown = [a for a in (argv if argv is not None else sys.argv[1:])]
     results["command"] = " ".join([".venv/bin/python benchmarks/bottleneck.py", *shown])
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{args.name}.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / f"{args.name}.md").write_text(markdown(results))
     plot(results, args.out / f"{args.name}.png")
-    if args.out.resolve() == RESULTS and args.name == "bottleneck":   # the chapters' copy
+    if args.out.resolve() == RESULTS and args.name == "bottleneck":  # the chapters' copy
         recorded = Path(attnbook.__file__).resolve().parent / "recorded" / "bottleneck.json"
         recorded.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out / args.name}.{{json,md,png}} in {results['total_seconds']:.0f} s")

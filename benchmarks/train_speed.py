@@ -54,8 +54,9 @@ warnings.filterwarnings("ignore", message="enable_nested_tensor is True")
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
     p.add_argument("--transformer-seconds", type=float, default=60.0)
     p.add_argument("--rnn-seconds", type=float, default=120.0)
     p.add_argument("--skip-training", action="store_true", help="only the step-time part")
@@ -70,10 +71,21 @@ def parse_args(argv=None) -> argparse.Namespace:
 # 1. the command line under a time budget
 # --------------------------------------------------------------------------------------------
 
+
 def train_run(name: str, extra: list[str], target: float, workdir: Path) -> dict:
     out = workdir / name
-    command = ["python", "-m", "attnbook", "train", "--task", "dates", *extra, "--out", str(out),
-               "--quiet"]
+    command = [
+        "python",
+        "-m",
+        "attnbook",
+        "train",
+        "--task",
+        "dates",
+        *extra,
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     print("running:", " ".join(command), flush=True)
     t0 = time.perf_counter()
     subprocess.run([sys.executable, *command[1:]], check=True)
@@ -83,11 +95,17 @@ def train_run(name: str, extra: list[str], target: float, workdir: Path) -> dict
         rows = [r for r in csv.DictReader(f) if r["exact_match"]]
     reached = next((r for r in rows if float(r["exact_match"]) >= target), None)
     return {
-        "name": name, "command": " ".join(command[:-3]), "target": target,
-        "steps": metrics["steps"], "seconds": metrics["seconds"],
-        "steps_per_second": metrics["steps_per_second"], "parameters": metrics["parameters"],
-        "val_exact_match": metrics["exact_match"], "test_exact_match": metrics["test_exact_match"],
-        "test_examples": metrics["test_examples"], "train_loss": metrics["train_loss"],
+        "name": name,
+        "command": " ".join(command[:-3]),
+        "target": target,
+        "steps": metrics["steps"],
+        "seconds": metrics["seconds"],
+        "steps_per_second": metrics["steps_per_second"],
+        "parameters": metrics["parameters"],
+        "val_exact_match": metrics["exact_match"],
+        "test_exact_match": metrics["test_exact_match"],
+        "test_examples": metrics["test_examples"],
+        "train_loss": metrics["train_loss"],
         "reached_step": int(reached["step"]) if reached else None,
         "reached_seconds": float(reached["seconds"]) if reached else None,
         "wall_seconds_with_setup": round(wall, 1),
@@ -98,6 +116,7 @@ def train_run(name: str, extra: list[str], target: float, workdir: Path) -> dict
 # --------------------------------------------------------------------------------------------
 # 2. one training step: attnbook.Transformer against torch.nn.Transformer
 # --------------------------------------------------------------------------------------------
+
 
 class TorchReference(nn.Module):
     """``torch.nn.Transformer`` holding a copy of an :class:`attnbook.Transformer`'s weights
@@ -113,15 +132,21 @@ class TorchReference(nn.Module):
         self.transformer = to_torch_transformer(model).train()
         self.output = copy.deepcopy(model.output)
 
-    def forward(self, src, tgt):                          # (B, S), (B, T) -> (B, T, V)
+    def forward(self, src, tgt):  # (B, S), (B, T) -> (B, T, V)
         scale = math.sqrt(self.d_model)
-        s = self.src_embed(src) * scale + self.pe[:src.shape[1]]
-        t = self.tgt_embed(tgt) * scale + self.pe[:tgt.shape[1]]
+        s = self.src_embed(src) * scale + self.pe[: src.shape[1]]
+        t = self.tgt_embed(tgt) * scale + self.pe[: tgt.shape[1]]
         n = tgt.shape[1]
         causal = nn.Transformer.generate_square_subsequent_mask(n, dtype=torch.bool)
-        y = self.transformer(s, t, tgt_mask=causal, tgt_is_causal=True,
-                             src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD,
-                             memory_key_padding_mask=src == PAD)
+        y = self.transformer(
+            s,
+            t,
+            tgt_mask=causal,
+            tgt_is_causal=True,
+            src_key_padding_mask=src == PAD,
+            tgt_key_padding_mask=tgt == PAD,
+            memory_key_padding_mask=src == PAD,
+        )
         return self.output(y)
 
 
@@ -142,8 +167,10 @@ def step_speed(sizes: dict, rounds: int, steps_per_round: int, batch_size: int =
     b = batches[0]
     real = (b.tgt_out != PAD).unsqueeze(-1)
     with torch.no_grad():
-        gap = max((m(b.src, b.tgt_in) * real - ours(b.src, b.tgt_in) * real).abs().max().item()
-                  for m in models.values())
+        gap = max(
+            (m(b.src, b.tgt_in) * real - ours(b.src, b.tgt_in) * real).abs().max().item()
+            for m in models.values()
+        )
     if gap > 1e-4:
         raise AssertionError(f"the two models disagree by {gap}: not a fair comparison")
     optimizers = {k: torch.optim.AdamW(m.parameters(), lr=1e-3) for k, m in models.items()}
@@ -160,23 +187,33 @@ def step_speed(sizes: dict, rounds: int, steps_per_round: int, batch_size: int =
             opt.step()
         return len(batches) / (time.perf_counter() - t0)
 
-    for name in models:                                   # warm up
+    for name in models:  # warm up
         one_round(name)
     speeds = {name: [] for name in models}
     for r in range(rounds):
-        for name in (list(models) if r % 2 == 0 else list(models)[::-1]):
+        for name in list(models) if r % 2 == 0 else list(models)[::-1]:
             speeds[name].append(one_round(name))
     median = {k: statistics.median(v) for k, v in speeds.items()}
     ours, theirs = median["attnbook.Transformer"], median["torch.nn.Transformer"]
-    return {"sizes": sizes, "batch_size": batch_size, "parameters": n_params, "max_gap": gap,
-            "steps_per_second": median, "all_rounds": speeds, "ratio": ours / theirs}
+    return {
+        "sizes": sizes,
+        "batch_size": batch_size,
+        "parameters": n_params,
+        "max_gap": gap,
+        "steps_per_second": median,
+        "all_rounds": speeds,
+        "ratio": ours / theirs,
+    }
 
 
 def round_ratios(r: dict) -> tuple[float, float]:
     """The smallest and largest ours / theirs ratio over the timing rounds (round i of each
     model against round i of the other): how much of the median ratio is noise."""
-    pairs = zip(r["all_rounds"]["attnbook.Transformer"], r["all_rounds"]["torch.nn.Transformer"],
-                strict=True)
+    pairs = zip(
+        r["all_rounds"]["attnbook.Transformer"],
+        r["all_rounds"]["torch.nn.Transformer"],
+        strict=True,
+    )
     ratios = [a / b for a, b in pairs]
     return min(ratios), max(ratios)
 
@@ -185,65 +222,88 @@ def round_ratios(r: dict) -> tuple[float, float]:
 # the report
 # --------------------------------------------------------------------------------------------
 
+
 def markdown(results: dict) -> str:
     m = results["machine"]
-    lines = ["# Training speed on the CPU", "",
-             f"Measured on {m['cpu_count']} CPU cores ({m['processor'] or m['machine']}), "
-             f"torch {m['torch']} with {m['threads']} threads, Python {m['python']}, "
-             f"{m['platform']}; load average before the run {m['load_before']}. Re-run with "
-             f"`{results['command']}` from the repository root.", ""]
+    lines = [
+        "# Training speed on the CPU",
+        "",
+        f"Measured on {m['cpu_count']} CPU cores ({m['processor'] or m['machine']}), "
+        f"torch {m['torch']} with {m['threads']} threads, Python {m['python']}, "
+        f"{m['platform']}; load average before the run {m['load_before']}. Re-run with "
+        f"`{results['command']}` from the repository root.",
+        "",
+    ]
     if results.get("training"):
-        lines += ["## Dates to ISO under a time budget", "",
-                  "Each row is one `python -m attnbook train --task dates` run with default "
-                  "sizes and data (20,000 training dates; evaluation every 250 steps on 500 "
-                  "validation dates, included in the budget). *Held-out exact match* is "
-                  "greedy decoding of the 1,000 test dates, none of them seen in training in "
-                  "any spelling. *Reached* is when the validation exact match first hit the "
-                  "target.", "",
-                  "| command | budget | steps | steps/s | held-out exact match | validation "
-                  "exact match | target | reached (step, s) |",
-                  "|---|---:|---:|---:|---:|---:|---:|---|"]
+        lines += [
+            "## Dates to ISO under a time budget",
+            "",
+            "Each row is one `python -m attnbook train --task dates` run with default "
+            "sizes and data (20,000 training dates; evaluation every 250 steps on 500 "
+            "validation dates, included in the budget). *Held-out exact match* is "
+            "greedy decoding of the 1,000 test dates, none of them seen in training in "
+            "any spelling. *Reached* is when the validation exact match first hit the "
+            "target.",
+            "",
+            "| command | budget | steps | steps/s | held-out exact match | validation "
+            "exact match | target | reached (step, s) |",
+            "|---|---:|---:|---:|---:|---:|---:|---|",
+        ]
         for r in results["training"]:
-            reached = (f"{r['reached_step']}, {r['reached_seconds']:.1f} s"
-                       if r["reached_step"] else "not reached")
+            reached = (
+                f"{r['reached_step']}, {r['reached_seconds']:.1f} s"
+                if r["reached_step"]
+                else "not reached"
+            )
             lines.append(
                 f"| `{r['command']}` | {r['budget']:.0f} s | {r['steps']} | "
                 f"{r['steps_per_second']:.1f} | **{100 * r['test_exact_match']:.1f}%** | "
-                f"{100 * r['val_exact_match']:.1f}% | {100 * r['target']:.0f}% | {reached} |")
+                f"{100 * r['val_exact_match']:.1f}% | {100 * r['target']:.0f}% | {reached} |"
+            )
         lines += ["", "Validation exact match along the way (step: seconds, exact match):", ""]
         for r in results["training"]:
             curve = ", ".join(f"{s}: {t:.0f} s {100 * e:.1f}%" for s, t, e in r["curve"])
             lines.append(f"- {r['name']}: {curve}")
         lines.append("")
-    lines += ["## One training step: attnbook.Transformer against torch.nn.Transformer", "",
-              "Forward, label-smoothed loss, backward and an AdamW step on the same batches of "
-              "64 dates, in alternating rounds in one process; median steps per second over "
-              "the rounds. The reference wraps `torch.nn.Transformer` in the same embeddings, "
-              "sinusoidal positions and output layer, and starts from the same weights "
-              "(`attnbook.transformer.to_torch_transformer`): before training the two give the "
-              "same logits (checked, to 1e-4). "
-              "Ratio > 1: ours is faster.", "",
-              "| sizes | parameters (ours / reference) | attnbook steps/s | torch steps/s | "
-              "ratio | ratio, round by round (min-max) |", "|---|---|---:|---:|---:|---|"]
+    lines += [
+        "## One training step: attnbook.Transformer against torch.nn.Transformer",
+        "",
+        "Forward, label-smoothed loss, backward and an AdamW step on the same batches of "
+        "64 dates, in alternating rounds in one process; median steps per second over "
+        "the rounds. The reference wraps `torch.nn.Transformer` in the same embeddings, "
+        "sinusoidal positions and output layer, and starts from the same weights "
+        "(`attnbook.transformer.to_torch_transformer`): before training the two give the "
+        "same logits (checked, to 1e-4). "
+        "Ratio > 1: ours is faster.",
+        "",
+        "| sizes | parameters (ours / reference) | attnbook steps/s | torch steps/s | "
+        "ratio | ratio, round by round (min-max) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
     for r in results["step_speed"]:
         s, p, v = r["sizes"], r["parameters"], r["steps_per_second"]
         lo, hi = round_ratios(r)
-        lines.append(f"| d_model {s['d_model']}, {s['n_heads']} heads, {s['n_layers']}+"
-                     f"{s['n_layers']} layers, d_ff {s['d_ff']}, "
-                     f"{'pre' if s['norm_first'] else 'post'}-LN | "
-                     f"{p['attnbook.Transformer']:,} / {p['torch.nn.Transformer']:,} | "
-                     f"{v['attnbook.Transformer']:.1f} | {v['torch.nn.Transformer']:.1f} | "
-                     f"**{r['ratio']:.2f}** | {lo:.2f}-{hi:.2f} |")
+        lines.append(
+            f"| d_model {s['d_model']}, {s['n_heads']} heads, {s['n_layers']}+"
+            f"{s['n_layers']} layers, d_ff {s['d_ff']}, "
+            f"{'pre' if s['norm_first'] else 'post'}-LN | "
+            f"{p['attnbook.Transformer']:,} / {p['torch.nn.Transformer']:,} | "
+            f"{v['attnbook.Transformer']:.1f} | {v['torch.nn.Transformer']:.1f} | "
+            f"**{r['ratio']:.2f}** | {lo:.2f}-{hi:.2f} |"
+        )
     slower = [r for r in results["step_speed"] if r["ratio"] < 1]
     if slower:
         noisy = [r for r in slower if round_ratios(r)[1] >= 1]
-        lines += ["", f"Where the ratio is below 1, ours is slower. {len(noisy)} of the "
-                  f"{len(slower)} such rows had rounds in which ours was the faster, so there "
-                  "the gap is within the run-to-run noise of this machine. At small sizes the "
-                  "step is dominated by per-call overhead rather than arithmetic: our "
-                  "`MultiHeadAttention` checks its arguments on every call and keeps `w_q`, "
-                  "`w_k`, `w_v` as three `nn.Linear` (six tensors for the optimizer to update, "
-                  "where PyTorch's packed `in_proj_weight` and `in_proj_bias` are two)."]
+        lines += [
+            "",
+            f"Where the ratio is below 1, ours is slower. {len(noisy)} of the "
+            f"{len(slower)} such rows had rounds in which ours was the faster, so there "
+            "the gap is within the run-to-run noise of this machine. At small sizes the "
+            "step is dominated by per-call overhead rather than arithmetic: our "
+            "`MultiHeadAttention` checks its arguments on every call and keeps `w_q`, "
+            "`w_k`, `w_v` as three `nn.Linear` (six tensors for the optimizer to update, "
+            "where PyTorch's packed `in_proj_weight` and `in_proj_bias` are two).",
+        ]
     lines.append("")
     return "\n".join(lines)
 
@@ -251,42 +311,78 @@ def markdown(results: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
-    results = {"machine": {"cpu_count": os.cpu_count(), "threads": torch.get_num_threads(),
-                           "processor": platform.processor(), "machine": platform.machine(),
-                           "platform": platform.platform(), "python": platform.python_version(),
-                           "torch": torch.__version__,
-                           "load_before": [round(x, 2) for x in load] if load else None},
-               "command": " ".join([".venv/bin/python benchmarks/train_speed.py",
-                                    *(argv if argv is not None else sys.argv[1:])])}
+    results = {
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "threads": torch.get_num_threads(),
+            "processor": platform.processor(),
+            "machine": platform.machine(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "load_before": [round(x, 2) for x in load] if load else None,
+        },
+        "command": " ".join(
+            [
+                ".venv/bin/python benchmarks/train_speed.py",
+                *(argv if argv is not None else sys.argv[1:]),
+            ]
+        ),
+    }
     if not args.skip_training:
-        runs = [("transformer", ["--model", "transformer", "--max-seconds",
-                                 str(args.transformer_seconds)], 0.99, args.transformer_seconds),
-                ("rnn-attention", ["--model", "rnn-attention", "--max-seconds",
-                                   str(args.rnn_seconds)], 0.97, args.rnn_seconds)]
+        runs = [
+            (
+                "transformer",
+                ["--model", "transformer", "--max-seconds", str(args.transformer_seconds)],
+                0.99,
+                args.transformer_seconds,
+            ),
+            (
+                "rnn-attention",
+                ["--model", "rnn-attention", "--max-seconds", str(args.rnn_seconds)],
+                0.97,
+                args.rnn_seconds,
+            ),
+        ]
         if not args.skip_noam:
-            runs.append(("transformer, noam", ["--model", "transformer", "--schedule", "noam",
-                                               "--max-seconds", str(args.transformer_seconds)],
-                         0.99, args.transformer_seconds))
+            runs.append(
+                (
+                    "transformer, noam",
+                    [
+                        "--model",
+                        "transformer",
+                        "--schedule",
+                        "noam",
+                        "--max-seconds",
+                        str(args.transformer_seconds),
+                    ],
+                    0.99,
+                    args.transformer_seconds,
+                )
+            )
         results["training"] = []
         with tempfile.TemporaryDirectory() as tmp:
             for name, extra, target, budget in runs:
                 r = train_run(name, extra, target, Path(tmp))
                 r["budget"] = budget
                 results["training"].append(r)
-                print(f"  {name}: {r['steps']} steps, held-out exact match "
-                      f"{100 * r['test_exact_match']:.1f}%", flush=True)
+                print(
+                    f"  {name}: {r['steps']} steps, held-out exact match "
+                    f"{100 * r['test_exact_match']:.1f}%",
+                    flush=True,
+                )
     results["step_speed"] = []
-    for sizes in ({"d_model": 64, "n_heads": 4, "n_layers": 1, "d_ff": 256, "norm_first": True},
-                  {"d_model": 256, "n_heads": 8, "n_layers": 2, "d_ff": 1024,
-                   "norm_first": False}):
+    for sizes in (
+        {"d_model": 64, "n_heads": 4, "n_layers": 1, "d_ff": 256, "norm_first": True},
+        {"d_model": 256, "n_heads": 8, "n_layers": 2, "d_ff": 1024, "norm_first": False},
+    ):
         r = step_speed(sizes, args.rounds, args.steps_per_round)
         results["step_speed"].append(r)
-        print(f"  step speed {sizes}: ratio {r['ratio']:.3f} "
-              f"({r['steps_per_second']})", flush=True)
+        print(f"  step speed {sizes}: ratio {r['ratio']:.3f} ({r['steps_per_second']})", flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "train_speed.json").write_text(json.dumps(results, indent=1) + "\n")
     (args.out / "train_speed.md").write_text(markdown(results))
-    if args.out.resolve() == RESULTS and not args.skip_training:       # the chapters' copy
+    if args.out.resolve() == RESULTS and not args.skip_training:  # the chapters' copy
         recorded = Path(attnbook.__file__).resolve().parent / "recorded" / "train_speed.json"
         recorded.write_text(json.dumps(results, indent=1) + "\n")
     print(f"wrote {args.out / 'train_speed.md'}")

@@ -53,8 +53,15 @@ def run(*cmd, **kw) -> subprocess.CompletedProcess:
 
 
 def freeze(python: Path) -> dict[str, str]:
-    out = run(python, "-m", "pip", "list", "--format=freeze", "--disable-pip-version-check",
-              capture_output=True).stdout
+    out = run(
+        python,
+        "-m",
+        "pip",
+        "list",
+        "--format=freeze",
+        "--disable-pip-version-check",
+        capture_output=True,
+    ).stdout
     return dict(line.lower().split("==", 1) for line in out.splitlines() if "==" in line)
 
 
@@ -69,11 +76,12 @@ def main(chapters: list[str]) -> int:
     for name, version in COLAB_PINS.items():
         assert before.get(name) == version, f"{name} {before.get(name)} is not Colab's {version}"
     before.pop("attnbook", None)
-    run(python, "-m", "pip", "uninstall", "-q", "-y", "attnbook")   # no-op in a new venv
-    with tempfile.TemporaryDirectory() as tmp:   # what the setup cell does, from this checkout
-        source = Path(tmp) / "attnbook"          # (a copy: pip leaves build/ where it builds)
-        shutil.copytree(ROOT / "src", source / "src",
-                        ignore=shutil.ignore_patterns("*.egg-info", "__pycache__"))
+    run(python, "-m", "pip", "uninstall", "-q", "-y", "attnbook")  # no-op in a new venv
+    with tempfile.TemporaryDirectory() as tmp:  # what the setup cell does, from this checkout
+        source = Path(tmp) / "attnbook"  # (a copy: pip leaves build/ where it builds)
+        shutil.copytree(
+            ROOT / "src", source / "src", ignore=shutil.ignore_patterns("*.egg-info", "__pycache__")
+        )
         for name in ("pyproject.toml", "README.md", "LICENSE"):
             if (ROOT / name).exists():
                 shutil.copy(ROOT / name, source / name)
@@ -82,21 +90,44 @@ def main(chapters: list[str]) -> int:
     changed = {n: (before[n], after.get(n)) for n in before if after.get(n) != before[n]}
     added = sorted(set(after) - set(before) - {"attnbook"})
     if changed or added:
-        print(f"installing the package changed the reader's packages: {changed or ''} "
-              f"{'added ' + ', '.join(added) if added else ''}")
+        print(
+            f"installing the package changed the reader's packages: {changed or ''} "
+            f"{'added ' + ', '.join(added) if added else ''}"
+        )
         return 1
     installed = ", ".join(f"{n} {after[n]}" for n in ("torch", "numpy", "ipywidgets", "attnbook"))
-    print(f"Colab-like environment ready in {time.perf_counter() - start:.0f} s: {installed}; "
-          "installing the package changed none of its packages", flush=True)
-    run(python, "-m", "ipykernel", "install", "--sys-prefix", "--name", "python3",
-        stdout=subprocess.DEVNULL)
+    print(
+        f"Colab-like environment ready in {time.perf_counter() - start:.0f} s: {installed}; "
+        "installing the package changed none of its packages",
+        flush=True,
+    )
+    run(
+        python,
+        "-m",
+        "ipykernel",
+        "install",
+        "--sys-prefix",
+        "--name",
+        "python3",
+        stdout=subprocess.DEVNULL,
+    )
     chapters = chapters or sorted(str(p) for p in (ROOT / "book").glob("[0-9]*.ipynb"))
     # the chapters import the installed package, not src/: run them from outside the checkout
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([str(python), str(ROOT / "tests" / "execute_notebooks.py"), "--check",
-                           *map(os.path.abspath, chapters)], env=env, cwd=VENV)
-    print(f"Colab check: {len(chapters)} chapters in {time.perf_counter() - start:.0f} s, "
-          f"{'all ran' if done.returncode == 0 else 'some raised'}")
+    done = subprocess.run(
+        [
+            str(python),
+            str(ROOT / "tests" / "execute_notebooks.py"),
+            "--check",
+            *map(os.path.abspath, chapters),
+        ],
+        env=env,
+        cwd=VENV,
+    )
+    print(
+        f"Colab check: {len(chapters)} chapters in {time.perf_counter() - start:.0f} s, "
+        f"{'all ran' if done.returncode == 0 else 'some raised'}"
+    )
     return done.returncode
 
 

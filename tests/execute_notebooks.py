@@ -30,7 +30,8 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parent.parent
-INSTALL_URL = re.compile(r"git\+https://github\.com/attnbook/attnbook(@[0-9a-f]{40})?")
+# The setup cell: commit = "<40 hex digits>", then %pip install "...attnbook@{commit}"
+PINNED_COMMIT = re.compile(r'(?<=\bcommit = ")[0-9a-f]{40}(?=")')
 
 NAMESPACE = uuid.UUID("6f1c2b9e-3a51-4c8e-9f0e-5d7a2b1c4e80")
 HEX_ID = re.compile(r"(?<![0-9a-f])[0-9a-f]{32}(?![0-9a-f])")
@@ -54,6 +55,7 @@ def package_commit() -> str | None:
     None when git or the history is missing; a warning is printed when the package has
     changes that are not committed, since no commit then holds the code the chapters ran.
     """
+
     def git(*args):
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
 
@@ -65,20 +67,21 @@ def package_commit() -> str | None:
     if found.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40}", commit):
         return None
     if git("diff", "--quiet", "HEAD", "--", "src", "pyproject.toml").returncode != 0:
-        print("warning: src/ or pyproject.toml has uncommitted changes; the Colab install line "
-              f"pins {commit[:12]}, which does not hold them. Commit the package, then re-run.",
-              file=sys.stderr)
+        print(
+            "warning: src/ or pyproject.toml has uncommitted changes; the Colab install line "
+            f"pins {commit[:12]}, which does not hold them. Commit the package, then re-run.",
+            file=sys.stderr,
+        )
     return commit
 
 
 def pin_install(nb: nbformat.NotebookNode, commit: str) -> int:
-    """Point every code cell's ``git+https://github.com/attnbook/attnbook`` at ``commit``."""
+    """Set the ``commit = "..."`` that the setup cell's Colab install line uses."""
     pinned = 0
     for cell in nb.cells:
-        if cell.cell_type == "code" and INSTALL_URL.search(cell.source):
-            cell.source = INSTALL_URL.sub(f"git+https://github.com/attnbook/attnbook@{commit}",
-                                          cell.source)
-            pinned += 1
+        if cell.cell_type == "code" and "github.com/attnbook/attnbook" in cell.source:
+            cell.source, n = PINNED_COMMIT.subn(commit, cell.source)
+            pinned += n
     return pinned
 
 
@@ -88,9 +91,14 @@ def execute(path: Path, *, check: bool = False, commit: str | None = None) -> No
         cell.metadata.pop("execution", None)
     if commit and not check:
         pin_install(nb, commit)
-    client = NotebookClient(nb, kernel_name="python3", timeout=900, record_timing=False,
-                            store_widget_state=True,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=900,
+        record_timing=False,
+        store_widget_state=True,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()
     if check:
         return

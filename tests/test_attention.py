@@ -41,6 +41,7 @@ def naive_attention(q, k, v, mask=None):
 
 # ------------------------------------------------------------------------------ score functions
 
+
 def test_dot_and_scaled_dot_scores_by_hand():
     q = torch.tensor([[1.0, 2.0, 3.0, 4.0]])
     k = torch.tensor([[1.0, 0.0, 0.0, 1.0], [2.0, 2.0, 2.0, 2.0]])
@@ -74,24 +75,42 @@ def test_additive_score_equals_the_literal_concatenation_formula():
     torch.testing.assert_close(got, expected)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: dot_score(torch.randn(2, 3), torch.randn(2, 4)), "last dimension"),
-    (lambda: dot_score([[1.0]], torch.randn(1, 1)), "must be a torch.Tensor"),
-    (lambda: dot_score(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)),
-     "floating-point"),
-    (lambda: general_score(torch.randn(2, 3), torch.randn(2, 4), torch.randn(4, 3)),
-     r"\(d_q, d_k\) = \(3, 4\)"),
-    (lambda: additive_score(torch.randn(2, 3), torch.randn(2, 4), torch.randn(5, 6),
-                            torch.randn(5)), r"d_q \+ d_k"),
-    (lambda: additive_score(torch.randn(2, 3), torch.randn(2, 4), torch.randn(5, 7),
-                            torch.randn(4)), "attention size"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda: dot_score(torch.randn(2, 3), torch.randn(2, 4)), "last dimension"),
+        (lambda: dot_score([[1.0]], torch.randn(1, 1)), "must be a torch.Tensor"),
+        (
+            lambda: dot_score(
+                torch.ones(2, 3, dtype=torch.long), torch.ones(2, 3, dtype=torch.long)
+            ),
+            "floating-point",
+        ),
+        (
+            lambda: general_score(torch.randn(2, 3), torch.randn(2, 4), torch.randn(4, 3)),
+            r"\(d_q, d_k\) = \(3, 4\)",
+        ),
+        (
+            lambda: additive_score(
+                torch.randn(2, 3), torch.randn(2, 4), torch.randn(5, 6), torch.randn(5)
+            ),
+            r"d_q \+ d_k",
+        ),
+        (
+            lambda: additive_score(
+                torch.randn(2, 3), torch.randn(2, 4), torch.randn(5, 7), torch.randn(4)
+            ),
+            "attention size",
+        ),
+    ],
+)
 def test_score_functions_reject_bad_input(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()
 
 
 # ------------------------------------------------------------------------------ masks
+
 
 def test_padding_mask_from_lengths_and_tokens_agree():
     from_lengths = padding_mask(torch.tensor([3, 1]), max_len=4)
@@ -108,21 +127,25 @@ def test_causal_mask_is_lower_triangular():
     assert m.tolist() == [[i >= j for j in range(4)] for i in range(4)]
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: padding_mask(torch.tensor([[1, 2]])), "pad_id is required"),
-    (lambda: padding_mask(torch.tensor([1.0, 2.0])), "integer"),
-    (lambda: padding_mask(torch.tensor([3, -1])), ">= 0"),
-    (lambda: padding_mask(torch.tensor([5]), max_len=3), "shorter than the longest"),
-    (lambda: padding_mask(torch.tensor([2]), pad_id=0), "only used with token ids"),
-    (lambda: causal_mask(0), "n must be >= 1"),
-    (lambda: causal_mask(2.5), "n must be an int"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda: padding_mask(torch.tensor([[1, 2]])), "pad_id is required"),
+        (lambda: padding_mask(torch.tensor([1.0, 2.0])), "integer"),
+        (lambda: padding_mask(torch.tensor([3, -1])), ">= 0"),
+        (lambda: padding_mask(torch.tensor([5]), max_len=3), "shorter than the longest"),
+        (lambda: padding_mask(torch.tensor([2]), pad_id=0), "only used with token ids"),
+        (lambda: causal_mask(0), "n must be >= 1"),
+        (lambda: causal_mask(2.5), "n must be an int"),
+    ],
+)
 def test_masks_reject_bad_input(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()
 
 
 # ------------------------------------------------------------------------------ masked softmax
+
 
 def test_masked_softmax_zero_on_masked_and_fully_masked_rows():
     scores = torch.tensor([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], requires_grad=True)
@@ -155,11 +178,11 @@ def test_weights_are_a_distribution_over_allowed_keys(shape, seed, p_mask):
     mask = torch.rand(b, l_q, l_k, generator=g) >= p_mask
     out, w = scaled_dot_product_attention(q, k, v, mask)
     assert torch.isfinite(out).all() and torch.isfinite(w).all()
-    assert (w[~mask] == 0).all()                                   # masked keys: exactly zero
+    assert (w[~mask] == 0).all()  # masked keys: exactly zero
     has_key = mask.any(-1)
     torch.testing.assert_close(w.sum(-1)[has_key], torch.ones(int(has_key.sum())))
-    assert (w.sum(-1)[~has_key] == 0).all()                        # no key at all: zero row
-    assert (out[~has_key] == 0).all()                              # ... and zero output
+    assert (w.sum(-1)[~has_key] == 0).all()  # no key at all: zero row
+    assert (out[~has_key] == 0).all()  # ... and zero output
     ref_out, ref_w = naive_attention(q, k, v, mask)
     torch.testing.assert_close(out[has_key].double(), ref_out[has_key], atol=1e-5, rtol=1e-5)
 
@@ -186,7 +209,7 @@ def test_causal_mask_output_at_i_ignores_later_positions(n, i, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(1, n, 3, generator=g)
     y = x.clone()
-    y[:, i + 1:] = torch.randn(1, n - i - 1, 3, generator=g)     # change the future only
+    y[:, i + 1 :] = torch.randn(1, n - i - 1, 3, generator=g)  # change the future only
     m = causal_mask(n)
     out_x, _ = scaled_dot_product_attention(x, x, x, m)
     out_y, _ = scaled_dot_product_attention(y, y, y, m)
@@ -200,20 +223,37 @@ def test_sdpa_matches_torch_and_dropout_changes_only_mixing():
     torch.testing.assert_close(out, torch.nn.functional.scaled_dot_product_attention(q, k, v))
     torch.manual_seed(1)
     out_drop, w_drop = scaled_dot_product_attention(q, k, v, dropout_p=0.5)
-    torch.testing.assert_close(w_drop, w)          # weights reported before dropout
+    torch.testing.assert_close(w_drop, w)  # weights reported before dropout
     assert not torch.allclose(out_drop, out)
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: scaled_dot_product_attention(torch.randn(2, 3), torch.randn(2, 4), torch.randn(2, 4)),
-     "last dimension"),
-    (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(6, 4)),
-     "number of positions"),
-    (lambda: scaled_dot_product_attention(torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 4),
-                                          dropout_p=1.5), r"dropout_p must be in \[0, 1\)"),
-    (lambda: scaled_dot_product_attention(torch.randn(4), torch.randn(4), torch.randn(4)),
-     "at least 2 dimensions"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (
+            lambda: scaled_dot_product_attention(
+                torch.randn(2, 3), torch.randn(2, 4), torch.randn(2, 4)
+            ),
+            "last dimension",
+        ),
+        (
+            lambda: scaled_dot_product_attention(
+                torch.randn(3, 4), torch.randn(5, 4), torch.randn(6, 4)
+            ),
+            "number of positions",
+        ),
+        (
+            lambda: scaled_dot_product_attention(
+                torch.randn(3, 4), torch.randn(5, 4), torch.randn(5, 4), dropout_p=1.5
+            ),
+            r"dropout_p must be in \[0, 1\)",
+        ),
+        (
+            lambda: scaled_dot_product_attention(torch.randn(4), torch.randn(4), torch.randn(4)),
+            "at least 2 dimensions",
+        ),
+    ],
+)
 def test_sdpa_rejects_bad_input(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()
@@ -221,12 +261,13 @@ def test_sdpa_rejects_bad_input(bad, match):
 
 # ------------------------------------------------------------------------------ RNN-era modules
 
+
 @pytest.mark.parametrize("score", SCORE_FUNCTIONS)
 def test_rnn_attention_modules_one_query_per_step(score):
     torch.manual_seed(0)
     att = make_attention(score, query_dim=6, key_dim=6, hidden_dim=5)
     s, h = torch.randn(2, 6), torch.randn(2, 4, 6)
-    lengths_mask = padding_mask(torch.tensor([4, 2]))[:, 0]        # (B, L_k)
+    lengths_mask = padding_mask(torch.tensor([4, 2]))[:, 0]  # (B, L_k)
     context, w = att(s, h, mask=lengths_mask)
     assert context.shape == (2, 6) and w.shape == (2, 4)
     assert (w[1, 2:] == 0).all()
@@ -263,18 +304,19 @@ def test_rnn_attention_rejects_mismatched_batches():
 
 # ------------------------------------------------------------------------------ multi-head
 
+
 @pytest.mark.parametrize("masking", ["none", "padding", "causal", "both"])
 def test_multi_head_attention_equals_torch(masking):
     torch.manual_seed(0)
     mha = MultiHeadAttention(d_model=16, n_heads=4).eval()
     ref = to_torch_multihead(mha)
     x = torch.randn(3, 6, 16)
-    pad = padding_mask(torch.tensor([6, 4, 1]))                    # (B, 1, L)
+    pad = padding_mask(torch.tensor([6, 4, 1]))  # (B, 1, L)
     mask, key_padding, attn_mask = None, None, None
     if masking in ("padding", "both"):
         mask, key_padding = pad, ~pad[:, 0]
     if masking in ("causal", "both"):
-        attn_mask = ~causal_mask(6)                                # torch: True = blocked
+        attn_mask = ~causal_mask(6)  # torch: True = blocked
         mask = causal_mask(6) if mask is None else mask & causal_mask(6)
     out, w = mha(x, x, x, mask)
     ref_out, ref_w = ref(x, x, x, key_padding_mask=key_padding, attn_mask=attn_mask)
@@ -314,28 +356,54 @@ def test_multi_head_cross_attention_shapes_and_fully_masked_rows():
             assert w.shape == (2, 2, 3, 5) and (w[0, :, 1] == 0).all()
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: MultiHeadAttention(10, 3), r"divisible by n_heads, got d_model=10 and n_heads=3"),
-    (lambda: MultiHeadAttention(8, 0), "n_heads must be >= 1"),
-    (lambda: MultiHeadAttention(8, 2, dropout=-0.1), "dropout"),
-    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 6), torch.randn(2, 3, 6),
-                                      torch.randn(2, 3, 6)), "d_model=8"),
-    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(1, 3, 8),
-                                      torch.randn(1, 3, 8)), "batch size"),
-    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(2, 4, 8),
-                                      torch.randn(2, 5, 8)), "length"),
-    (lambda: MultiHeadAttention(8, 2)(torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8)),
-     r"3 dimensions \(B, L, d_model\)"),
-    (lambda: MultiHeadAttention(8, 2)(torch.randn(2, 3, 8), torch.randn(2, 3, 8),
-                                      torch.randn(2, 3, 8), torch.ones(3, 4, dtype=torch.bool)),
-     "broadcastable"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda: MultiHeadAttention(10, 3), r"divisible by n_heads, got d_model=10 and n_heads=3"),
+        (lambda: MultiHeadAttention(8, 0), "n_heads must be >= 1"),
+        (lambda: MultiHeadAttention(8, 2, dropout=-0.1), "dropout"),
+        (
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 6), torch.randn(2, 3, 6), torch.randn(2, 3, 6)
+            ),
+            "d_model=8",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 8), torch.randn(1, 3, 8), torch.randn(1, 3, 8)
+            ),
+            "batch size",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 8), torch.randn(2, 4, 8), torch.randn(2, 5, 8)
+            ),
+            "length",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(3, 8), torch.randn(3, 8), torch.randn(3, 8)
+            ),
+            r"3 dimensions \(B, L, d_model\)",
+        ),
+        (
+            lambda: MultiHeadAttention(8, 2)(
+                torch.randn(2, 3, 8),
+                torch.randn(2, 3, 8),
+                torch.randn(2, 3, 8),
+                torch.ones(3, 4, dtype=torch.bool),
+            ),
+            "broadcastable",
+        ),
+    ],
+)
 def test_multi_head_rejects_bad_input(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()
 
 
 # ------------------------------------------------------------------------------ one head
+
 
 def test_self_attention_head_parameter_counts_and_limits():
     shared = SelfAttentionHead(d_model=4, d_k=3)
@@ -344,7 +412,7 @@ def test_self_attention_head_parameter_counts_and_limits():
     assert sum(p.numel() for p in per_position.parameters()) == 5 * 3 * 4 * 3
     out, w = per_position(torch.randn(2, 5, 4))
     assert out.shape == (2, 5, 3) and w.shape == (2, 5, 5)
-    assert shared(torch.randn(2, 50, 4))[0].shape == (2, 50, 3)   # shared: any length
+    assert shared(torch.randn(2, 50, 4))[0].shape == (2, 50, 3)  # shared: any length
     with pytest.raises(ValueError, match="n_positions=5"):
         per_position(torch.randn(2, 6, 4))
 

@@ -18,8 +18,20 @@ from attnbook.data import make_task
 from attnbook.train import load_checkpoint
 
 # a tiny model on a tiny task: a training run of a few tenths of a second
-TINY_DATA = ["--n-train", "300", "--n-val", "30", "--n-test", "30", "--min-len", "2",
-             "--max-len", "5", "--n-symbols", "5"]
+TINY_DATA = [
+    "--n-train",
+    "300",
+    "--n-val",
+    "30",
+    "--n-test",
+    "30",
+    "--min-len",
+    "2",
+    "--max-len",
+    "5",
+    "--n-symbols",
+    "5",
+]
 TINY_RUN = ["--batch-size", "16", "--eval-every", "10", "--log-every", "5", "--quiet"]
 TINY = TINY_DATA + TINY_RUN
 TINY_TRANSFORMER = ["--d-model", "16", "--heads", "2", "--d-ff", "32"]
@@ -31,7 +43,7 @@ def run(argv, capsys):
     """main(argv) in this process -> (exit status, stdout, stderr)."""
     try:
         code = main([str(a) for a in argv])
-    except SystemExit as e:                       # argparse errors
+    except SystemExit as e:  # argparse errors
         code = e.code
     out, err = capsys.readouterr()
     return code, out, err
@@ -40,9 +52,24 @@ def run(argv, capsys):
 def train(tmp_path, capsys, *extra, name="run", model="transformer", task="copy"):
     sizes = TINY_TRANSFORMER if model == "transformer" else TINY_RNN
     out = tmp_path / name
-    tiny = TINY_RUN if task == "tsv" else TINY            # the sizes of a synthetic task
-    code, stdout, err = run(["train", "--task", task, "--model", model, "--out", out,
-                             "--steps", "20", *tiny, *sizes, *extra], capsys)
+    tiny = TINY_RUN if task == "tsv" else TINY  # the sizes of a synthetic task
+    code, stdout, err = run(
+        [
+            "train",
+            "--task",
+            task,
+            "--model",
+            model,
+            "--out",
+            out,
+            "--steps",
+            "20",
+            *tiny,
+            *sizes,
+            *extra,
+        ],
+        capsys,
+    )
     assert code == 0, err
     return out
 
@@ -51,8 +78,24 @@ def train(tmp_path, capsys, *extra, name="run", model="transformer", task="copy"
 def trained(tmp_path_factory):
     """One trained transformer run shared by the evaluate/translate tests."""
     out = tmp_path_factory.mktemp("cli") / "copy"
-    assert main(["train", "--task", "copy", "--steps", "60", "--out", str(out), *TINY,
-                 *TINY_TRANSFORMER, "--lr", "0.01"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "copy",
+                "--steps",
+                "60",
+                "--out",
+                str(out),
+                *TINY,
+                *TINY_TRANSFORMER,
+                "--lr",
+                "0.01",
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -60,12 +103,23 @@ def trained(tmp_path_factory):
 # train
 # --------------------------------------------------------------------------------------------
 
+
 def test_train_writes_checkpoint_metrics_history_and_pictures(trained):
     for name in ("checkpoint.pt", "metrics.json", "history.csv", "loss.png", "attention.png"):
         assert (trained / name).is_file(), name
     metrics = json.loads((trained / "metrics.json").read_text())
-    for key in ("task", "model", "device", "steps", "seconds", "train_loss", "val_loss",
-                "token_accuracy", "exact_match", "test_exact_match"):
+    for key in (
+        "task",
+        "model",
+        "device",
+        "steps",
+        "seconds",
+        "train_loss",
+        "val_loss",
+        "token_accuracy",
+        "exact_match",
+        "test_exact_match",
+    ):
         assert key in metrics and metrics[key] is not None, key
     assert metrics["task"] == "copy" and metrics["model"] == "transformer"
     assert metrics["device"] == "cpu" and metrics["steps"] == 60
@@ -86,9 +140,18 @@ def test_train_the_rnn_models(tmp_path, capsys):
     assert (out / "attention.png").is_file()
     assert load_checkpoint(out / "checkpoint.pt")["meta"]["model_kwargs"]["cell"] == "lstm"
     plain = train(tmp_path, capsys, name="plain", model="rnn")
-    assert not (plain / "attention.png").exists()               # no attention to draw
-    code, _, err = run(["translate", "--checkpoint", plain / "checkpoint.pt", "abc",
-                        "--attention-png", tmp_path / "a.png"], capsys)
+    assert not (plain / "attention.png").exists()  # no attention to draw
+    code, _, err = run(
+        [
+            "translate",
+            "--checkpoint",
+            plain / "checkpoint.pt",
+            "abc",
+            "--attention-png",
+            tmp_path / "a.png",
+        ],
+        capsys,
+    )
     assert code == 1 and "no attention" in err
 
 
@@ -100,8 +163,9 @@ def test_train_on_a_tsv_file(tmp_path, capsys):
     out = train(tmp_path, capsys, "--data", data, task="tsv")
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["task"] == "tsv"
-    code, stdout, err = run(["translate", "--checkpoint", out / "checkpoint.pt",
-                             "The red  cat"], capsys)
+    code, stdout, err = run(
+        ["translate", "--checkpoint", out / "checkpoint.pt", "The red  cat"], capsys
+    )
     assert code == 0, err
     assert len(stdout.strip().splitlines()) == 1
 
@@ -109,8 +173,9 @@ def test_train_on_a_tsv_file(tmp_path, capsys):
 def test_resume_from_the_command_line_continues_to_the_total_steps(tmp_path, capsys):
     straight = train(tmp_path, capsys, name="straight", task="reverse")
     first = train(tmp_path, capsys, "--steps", "10", name="first", task="reverse")
-    code, _, err = run(["train", "--resume", first / "checkpoint.pt", "--steps", "20",
-                        "--quiet"], capsys)
+    code, _, err = run(
+        ["train", "--resume", first / "checkpoint.pt", "--steps", "20", "--quiet"], capsys
+    )
     assert code == 0, err
     resumed = json.loads((first / "metrics.json").read_text())
     expected = json.loads((straight / "metrics.json").read_text())
@@ -123,9 +188,20 @@ def test_resume_from_the_command_line_continues_to_the_total_steps(tmp_path, cap
 # evaluate and translate
 # --------------------------------------------------------------------------------------------
 
+
 def test_evaluate_prints_and_writes_exact_match_by_length(trained, capsys):
-    code, out, err = run(["evaluate", "--checkpoint", trained / "checkpoint.pt", "--lengths",
-                          "2,4,7", "--n-per-length", "20"], capsys)
+    code, out, err = run(
+        [
+            "evaluate",
+            "--checkpoint",
+            trained / "checkpoint.pt",
+            "--lengths",
+            "2,4,7",
+            "--n-per-length",
+            "20",
+        ],
+        capsys,
+    )
     assert code == 0, err
     result = json.loads((trained / "evaluation.json").read_text())
     assert list(result["by_length"]) == ["2", "4", "7"]
@@ -136,15 +212,37 @@ def test_evaluate_prints_and_writes_exact_match_by_length(trained, capsys):
     assert all(0 <= v <= 1 for v in result["by_length"].values())
     for length in ("2", "4", "7"):
         assert any(line.split()[:1] == [length] for line in out.splitlines())
-    code, out, err = run(["evaluate", "--checkpoint", trained / "checkpoint.pt", "--lengths",
-                          "3", "--n-per-length", "10", "--beam", "3"], capsys)
+    code, out, err = run(
+        [
+            "evaluate",
+            "--checkpoint",
+            trained / "checkpoint.pt",
+            "--lengths",
+            "3",
+            "--n-per-length",
+            "10",
+            "--beam",
+            "3",
+        ],
+        capsys,
+    )
     assert code == 0 and "beam 3" in out
 
 
 def test_translate_prints_the_output_and_saves_the_attention(trained, capsys, tmp_path):
     png = tmp_path / "att.png"
-    code, out, err = run(["translate", "--checkpoint", trained / "checkpoint.pt", "abcd",
-                          "ea", "--attention-png", png], capsys)
+    code, out, err = run(
+        [
+            "translate",
+            "--checkpoint",
+            trained / "checkpoint.pt",
+            "abcd",
+            "ea",
+            "--attention-png",
+            png,
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert len(out.strip().splitlines()) == 2
     assert all(set(line) <= set("abcde") for line in out.strip().splitlines())
@@ -156,6 +254,7 @@ def test_translate_prints_the_output_and_saves_the_attention(trained, capsys, tm
 # errors: one line, a non-zero status, never a traceback
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def bad_files(tmp_path_factory):
     d = tmp_path_factory.mktemp("bad")
@@ -164,26 +263,32 @@ def bad_files(tmp_path_factory):
     return d
 
 
-@pytest.mark.parametrize("argv, status, words", [
-    (["train", "--task", "poetry"], 2, "invalid choice"),
-    (["train", "--task", "copy", "--steps", "-5"], 2, "--steps"),
-    (["train", "--task", "copy", "--batch-size", "zero"], 2, "--batch-size"),
-    (["train", "--task", "copy", "--steps", "5", "--epochs", "2"], 2, "not allowed"),
-    (["train"], 1, "--task is required"),
-    (["train", "--task", "tsv"], 1, "--data"),
-    (["train", "--task", "tsv", "--data", "{d}/missing.tsv"], 1, "no such file"),
-    (["train", "--task", "dates", "--n-symbols", "5"], 1, "--n-symbols"),
-    (["train", "--task", "copy", "--resume", "{d}/corrupt.pt"], 1, "corrupt or not a checkpoint"),
-    (["evaluate", "--checkpoint", "{d}/corrupt.pt"], 1, "corrupt or not a checkpoint"),
-    (["evaluate", "--checkpoint", "{d}/foreign.pt"], 1, "not an attnbook"),
-    (["evaluate", "--checkpoint", "{d}/missing.pt"], 1, "does not exist"),
-    (["translate", "--checkpoint", "{d}/missing.pt", "x"], 1, "does not exist"),
-    (["evaluate", "--checkpoint", "x.pt", "--lengths", "5,-1"], 2, "--lengths"),
-    (["translate", "--checkpoint", "x.pt"], 2, "TEXT"),
-    ([], 2, "COMMAND"),
-])
-def test_bad_arguments_give_one_line_and_a_nonzero_status(argv, status, words, bad_files,
-                                                          capsys):
+@pytest.mark.parametrize(
+    "argv, status, words",
+    [
+        (["train", "--task", "poetry"], 2, "invalid choice"),
+        (["train", "--task", "copy", "--steps", "-5"], 2, "--steps"),
+        (["train", "--task", "copy", "--batch-size", "zero"], 2, "--batch-size"),
+        (["train", "--task", "copy", "--steps", "5", "--epochs", "2"], 2, "not allowed"),
+        (["train"], 1, "--task is required"),
+        (["train", "--task", "tsv"], 1, "--data"),
+        (["train", "--task", "tsv", "--data", "{d}/missing.tsv"], 1, "no such file"),
+        (["train", "--task", "dates", "--n-symbols", "5"], 1, "--n-symbols"),
+        (
+            ["train", "--task", "copy", "--resume", "{d}/corrupt.pt"],
+            1,
+            "corrupt or not a checkpoint",
+        ),
+        (["evaluate", "--checkpoint", "{d}/corrupt.pt"], 1, "corrupt or not a checkpoint"),
+        (["evaluate", "--checkpoint", "{d}/foreign.pt"], 1, "not an attnbook"),
+        (["evaluate", "--checkpoint", "{d}/missing.pt"], 1, "does not exist"),
+        (["translate", "--checkpoint", "{d}/missing.pt", "x"], 1, "does not exist"),
+        (["evaluate", "--checkpoint", "x.pt", "--lengths", "5,-1"], 2, "--lengths"),
+        (["translate", "--checkpoint", "x.pt"], 2, "TEXT"),
+        ([], 2, "COMMAND"),
+    ],
+)
+def test_bad_arguments_give_one_line_and_a_nonzero_status(argv, status, words, bad_files, capsys):
     code, out, err = run([a.replace("{d}", str(bad_files)) for a in argv], capsys)
     assert code == status
     assert len(err.strip().splitlines()) == 1, err
@@ -216,6 +321,7 @@ def test_help_explains_every_option_with_examples(capsys):
 # real processes: Ctrl-C, torchrun
 # --------------------------------------------------------------------------------------------
 
+
 def _env():
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -225,13 +331,26 @@ def _env():
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     out = tmp_path / "run"
-    argv = [sys.executable, "-m", "attnbook", "train", "--task", "copy", "--steps", "1000000",
-            "--out", str(out), *TINY, *TINY_TRANSFORMER]
-    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "attnbook",
+        "train",
+        "--task",
+        "copy",
+        "--steps",
+        "1000000",
+        "--out",
+        str(out),
+        *TINY,
+        *TINY_TRANSFORMER,
+    ]
+    proc = subprocess.Popen(
+        argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 60
     while not (out / "checkpoint.pt").exists() and time.time() < deadline:
-        time.sleep(0.1)                                   # the first evaluation saves one
+        time.sleep(0.1)  # the first evaluation saves one
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
@@ -241,15 +360,43 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(tmp_path):
     assert json.loads((out / "metrics.json").read_text())["interrupted"] == "SIGINT"
 
 
-@pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
-                    reason="torchrun is not installed beside this Python")
+@pytest.mark.skipif(
+    shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None,
+    reason="torchrun is not installed beside this Python",
+)
 def test_torchrun_with_two_cpu_processes_matches_one_process(tmp_path, capsys):
-    args = ["train", "--task", "copy", "--steps", "20", "--schedule", "constant", "--lr",
-            "0.01", "--warmup", "0", *TINY, *TINY_TRANSFORMER]
+    args = [
+        "train",
+        "--task",
+        "copy",
+        "--steps",
+        "20",
+        "--schedule",
+        "constant",
+        "--lr",
+        "0.01",
+        "--warmup",
+        "0",
+        *TINY,
+        *TINY_TRANSFORMER,
+    ]
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    result = subprocess.run([torchrun, "--standalone", "--nproc_per_node=2", "-m",
-                             "attnbook", *args, "--out", str(tmp_path / "ddp")],
-                            env=_env(), capture_output=True, text=True, timeout=180)
+    result = subprocess.run(
+        [
+            torchrun,
+            "--standalone",
+            "--nproc_per_node=2",
+            "-m",
+            "attnbook",
+            *args,
+            "--out",
+            str(tmp_path / "ddp"),
+        ],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     code, _, err = run([*args, "--out", tmp_path / "single"], capsys)
     assert code == 0, err
@@ -263,6 +410,11 @@ def test_torchrun_with_two_cpu_processes_matches_one_process(tmp_path, capsys):
     with open(tmp_path / "single" / "history.csv") as f:
         single_losses = [float(r["train_loss"]) for r in csv.DictReader(f)]
     assert ddp_losses == pytest.approx(single_losses, rel=1e-4)
-    assert ddp_losses[-1] < ddp_losses[0]                 # it did learn, in step
+    assert ddp_losses[-1] < ddp_losses[0]  # it did learn, in step
     assert sorted(p.name for p in (tmp_path / "ddp").iterdir()) == [
-        "attention.png", "checkpoint.pt", "history.csv", "loss.png", "metrics.json"]
+        "attention.png",
+        "checkpoint.pt",
+        "history.csv",
+        "loss.png",
+        "metrics.json",
+    ]

@@ -38,6 +38,7 @@ def sources(data: TaskData, split: str) -> set[str]:
 
 # ------------------------------------------------------------------------------ Vocab
 
+
 def test_special_ids_come_first():
     v = Vocab("abc")
     assert (PAD, BOS, EOS, UNK) == (0, 1, 2, 3)
@@ -51,7 +52,7 @@ def test_char_encode_decode_by_hand():
     assert v.encode("cab") == [6, 4, 5]
     assert v.encode("cab", add_bos=True, add_eos=True) == [BOS, 6, 4, 5, EOS]
     assert v.decode([BOS, 6, 4, 5, EOS, PAD, PAD]) == "cab"
-    assert v.decode([BOS, 6, EOS, 4, 5]) == "c"                # stops at the first EOS
+    assert v.decode([BOS, 6, EOS, 4, 5]) == "c"  # stops at the first EOS
     assert v.decode([BOS, 6, EOS, 4], strip_special=False) == "<bos>c<eos>a"
     assert v.decode(torch.tensor([4, 5])) == "ab"
 
@@ -68,8 +69,13 @@ def test_char_round_trip(texts):
 
 
 @FAST
-@given(st.lists(st.lists(st.sampled_from(["the", "cat", "sat", "on", "mat", ","]), min_size=1,
-                         max_size=8), min_size=1, max_size=5))
+@given(
+    st.lists(
+        st.lists(st.sampled_from(["the", "cat", "sat", "on", "mat", ","]), min_size=1, max_size=8),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_word_round_trip(sentences):
     texts = [" ".join(words) for words in sentences]
     v = Vocab.build(texts, level="word")
@@ -81,9 +87,9 @@ def test_word_round_trip(sentences):
 
 def test_build_orders_by_frequency_then_alphabet_and_filters():
     v = Vocab.build(["b a c a", "c a d"], level="word", min_freq=2)
-    assert v.itos[4:] == ["a", "c"]                          # a x3, c x2; b, d dropped
+    assert v.itos[4:] == ["a", "c"]  # a x3, c x2; b, d dropped
     assert Vocab.build(["bca", "abc"], max_size=2).itos[4:] == ["a", "b"]
-    assert Vocab.build(["xy"]) == Vocab.build(["yx"])          # independent of text order
+    assert Vocab.build(["xy"]) == Vocab.build(["yx"])  # independent of text order
 
 
 def test_unseen_symbol_is_a_clear_error_or_unk():
@@ -136,6 +142,7 @@ def test_tokenize_words_and_normalise_text():
 
 # ------------------------------------------------------------------------------ tasks
 
+
 @pytest.mark.parametrize("name", list(TASKS))
 def test_tasks_are_deterministic_from_the_seed(name):
     a = make_task(name, 50, 10, 10, seed=3)
@@ -151,18 +158,20 @@ def test_splits_do_not_overlap(name):
     data = make_task(name, 400, 100, 100, seed=0)
     assert (len(data.train), len(data.val), len(data.test)) == (400, 100, 100)
     train, val, test = sources(data, "train"), sources(data, "val"), sources(data, "test")
-    assert len(train) == 400 and len(val) == 100 and len(test) == 100   # distinct inside too
+    assert len(train) == 400 and len(val) == 100 and len(test) == 100  # distinct inside too
     assert not train & val and not train & test and not val & test
 
 
-@pytest.mark.parametrize("name, rule", [("copy", lambda s: s), ("reverse", lambda s: s[::-1]),
-                                        ("sort", lambda s: "".join(sorted(s)))])
+@pytest.mark.parametrize(
+    "name, rule",
+    [("copy", lambda s: s), ("reverse", lambda s: s[::-1]), ("sort", lambda s: "".join(sorted(s)))],
+)
 def test_sequence_tasks_targets_and_lengths(name, rule):
     data = make_task(name, 300, 0, 20, seed=1, min_len=2, max_len=7, n_symbols=5)
     for src, tgt in data.train + data.test:
         assert tgt == rule(src)
         assert 2 <= len(src) <= 7 and set(src) <= set("abcde")
-        data.src_vocab.encode(src)                          # every symbol is in the vocabulary
+        data.src_vocab.encode(src)  # every symbol is in the vocabulary
         data.tgt_vocab.encode(tgt)
     assert {len(s) for s, _ in data.train} == set(range(2, 8))
     assert len(data.src_vocab) == 4 + 5
@@ -171,7 +180,7 @@ def test_sequence_tasks_targets_and_lengths(name, rule):
 def test_too_many_distinct_examples_is_a_clear_error():
     with pytest.raises(ValueError, match="cannot draw 20 distinct sequences: only 12"):
         make_task("copy", 10, 5, 5, min_len=1, max_len=2, n_symbols=3)  # 3 + 9 exist
-    data = make_task("copy", 7, 3, 2, min_len=1, max_len=2, n_symbols=3)   # all 12 exist
+    data = make_task("copy", 7, 3, 2, min_len=1, max_len=2, n_symbols=3)  # all 12 exist
     assert len(sources(data, "train") | sources(data, "val") | sources(data, "test")) == 12
 
 
@@ -192,11 +201,31 @@ def test_task_argument_errors():
         make_task("dates", start_year=2000, end_year=1999)
 
 
-_MONTH_PREFIX = {m[:3].lower(): i + 1 for i, m in enumerate(
-    ["January", "February", "March", "April", "May", "June", "July", "August", "September",
-     "October", "November", "December"])}
-_WEEKDAY_PREFIX = {d[:3].lower(): i for i, d in enumerate(
-    ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"])}
+_MONTH_PREFIX = {
+    m[:3].lower(): i + 1
+    for i, m in enumerate(
+        [
+            "January",
+            "February",
+            "March",
+            "April",
+            "May",
+            "June",
+            "July",
+            "August",
+            "September",
+            "October",
+            "November",
+            "December",
+        ]
+    )
+}
+_WEEKDAY_PREFIX = {
+    d[:3].lower(): i
+    for i, d in enumerate(
+        ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+    )
+}
 
 
 def read_date(text: str) -> tuple[datetime.date, int | None]:
@@ -206,11 +235,11 @@ def read_date(text: str) -> tuple[datetime.date, int | None]:
     m = re.match(r"([a-z]+),? ", s)
     if m and m.group(1)[:3] in _WEEKDAY_PREFIX and m.group(1) not in ("the",):
         weekday = _WEEKDAY_PREFIX[m.group(1)[:3]]
-        s = s[m.end():]
+        s = s[m.end() :]
     if m := re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", s):
         year, month, day = (int(g) for g in m.groups())
     elif m := re.fullmatch(r"(\d{1,2})[./-](\d{1,2})[./-](\d{4})", s):
-        day, month, year = (int(g) for g in m.groups())      # day first, always
+        day, month, year = (int(g) for g in m.groups())  # day first, always
     else:
         months = re.findall(r"[a-z]{3,}", s)
         names = [w for w in months if w[:3] in _MONTH_PREFIX and w not in ("the",)]
@@ -267,7 +296,7 @@ def test_length_controlled_examples():
         assert len(pairs) == 40 and len({s for s, _ in pairs}) == 40
         for src, tgt in pairs:
             assert len(src) == length and tgt == src[::-1] and src not in seen
-            data.src_vocab.encode(src)                      # longer inputs, same vocabulary
+            data.src_vocab.encode(src)  # longer inputs, same vocabulary
     # deterministic, and each length independent of the others
     assert length_controlled(data, [12], 40, seed=0)[12] == by_length[12]
     assert length_controlled("copy", [4], 5, seed=1) == length_controlled("copy", [4], 5, seed=1)
@@ -285,6 +314,7 @@ def test_length_controlled_errors():
 
 # ------------------------------------------------------------------------------ TSV loader
 
+
 def write(path, lines):
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
@@ -292,22 +322,27 @@ def write(path, lines):
 
 def test_load_tsv_tokenises_filters_and_splits(tmp_path):
     lines = [f"I saw {i} cats.\tJ'ai vu {i} chats.\tCC-BY attribution #{i}" for i in range(40)]
-    lines += ["", "Go!\tVa !", "Go!\tMarche.", "A very long sentence indeed , far too long .\tx",
-              "Hi.\tSalut."]
+    lines += [
+        "",
+        "Go!\tVa !",
+        "Go!\tMarche.",
+        "A very long sentence indeed , far too long .\tx",
+        "Hi.\tSalut.",
+    ]
     path = write(tmp_path / "fra.txt", lines)
     data = load_tsv(path, lower=True, max_len=6, val_fraction=0.2, test_fraction=0.2, seed=0)
     assert data.name == "fra"
     all_pairs = data.train + data.val + data.test
-    assert len(all_pairs) == 43                              # 40 + 2 "go !" + "hi ."
+    assert len(all_pairs) == 43  # 40 + 2 "go !" + "hi ."
     assert ("i saw 7 cats .", "j'ai vu 7 chats .") in all_pairs
     assert data.options["n_too_long"] == 1 and data.options["n_lines"] == 44
     train, val, test = sources(data, "train"), sources(data, "val"), sources(data, "test")
     assert not train & val and not train & test and not val & test
-    assert [len(x) for x in (train, val, test)] == [26, 8, 8]          # 42 sources
+    assert [len(x) for x in (train, val, test)] == [26, 8, 8]  # 42 sources
     go = [split for split in (data.train, data.val, data.test) if ("go !", "va !") in split]
-    assert len(go) == 1 and ("go !", "marche .") in go[0]       # one source, one split
+    assert len(go) == 1 and ("go !", "marche .") in go[0]  # one source, one split
     assert data.src_vocab.level == "word" and "cats" in data.src_vocab
-    assert data.src_vocab.unknown == "unk"                   # val/test words may be unseen
+    assert data.src_vocab.unknown == "unk"  # val/test words may be unseen
     again = load_tsv(path, lower=True, max_len=6, val_fraction=0.2, test_fraction=0.2, seed=0)
     assert (again.train, again.val, again.test) == (data.train, data.val, data.test)
 
@@ -321,8 +356,11 @@ def test_load_tsv_character_level(tmp_path):
 
 def test_load_tsv_malformed_line_names_the_line(tmp_path):
     path = write(tmp_path / "bad.tsv", ["hello\tbonjour", "", "a line without a tab", "x\ty"])
-    with pytest.raises(ValueError, match=r"bad\.tsv, line 3: expected at least 2 tab-separated "
-                                         r"fields \(source<TAB>target\), got 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"bad\.tsv, line 3: expected at least 2 tab-separated "
+        r"fields \(source<TAB>target\), got 1",
+    ):
         load_tsv(path)
     path = write(tmp_path / "empty_side.tsv", ["hello\tbonjour", "hi\t   "])
     with pytest.raises(ValueError, match=r"line 2: the target is empty"):
@@ -340,6 +378,7 @@ def test_load_tsv_other_errors(tmp_path):
 
 
 # ------------------------------------------------------------------------------ batching
+
 
 def small_task():
     return make_task("reverse", 200, 0, 0, seed=0, min_len=1, max_len=12, n_symbols=6)
@@ -360,9 +399,9 @@ def test_dataset_items_and_collate():
     for i, n in enumerate(lengths):
         assert (batch.src[i, n:] == PAD).all() and (batch.src[i, :n] != PAD).all()
         full = [BOS, *data.tgt_vocab.encode(data.train[i][1]), EOS]
-        assert batch.tgt_in[i, :n + 1].tolist() == full[:-1]
-        assert batch.tgt_out[i, :n + 1].tolist() == full[1:]
-        assert (batch.tgt_out[i, n + 1:] == PAD).all()
+        assert batch.tgt_in[i, : n + 1].tolist() == full[:-1]
+        assert batch.tgt_out[i, : n + 1].tolist() == full[1:]
+        assert (batch.tgt_out[i, n + 1 :] == PAD).all()
     with_eos = Seq2SeqDataset(data.train, data.src_vocab, data.tgt_vocab, src_eos=True)
     assert with_eos[0][0].tolist() == [*src.tolist(), EOS]
 
@@ -390,11 +429,11 @@ def test_bucket_sampler_covers_every_index_once_with_little_padding():
     assert len(batches) == len(sampler)
     assert sorted(i for b in batches for i in b) == list(range(1000))
     spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches)
-    assert spread / len(batches) < 5                          # random batches: ~35
-    second = list(sampler)                                    # the next epoch: new order
+    assert spread / len(batches) < 5  # random batches: ~35
+    second = list(sampler)  # the next epoch: new order
     assert second != batches
     again = BucketBatchSampler(lengths, batch_size=32, seed=0, pool_batches=10)
-    assert list(again) == batches                             # deterministic from the seed
+    assert list(again) == batches  # deterministic from the seed
     again.set_epoch(1)
     assert list(again) == second
 
@@ -402,26 +441,32 @@ def test_bucket_sampler_covers_every_index_once_with_little_padding():
 @pytest.mark.parametrize("shuffle", [True, False])
 @pytest.mark.parametrize("drop_last", [True, False])
 def test_bucket_sampler_len(shuffle, drop_last):
-    sampler = BucketBatchSampler(list(range(103)), 10, shuffle=shuffle, drop_last=drop_last,
-                                 pool_batches=3)
+    sampler = BucketBatchSampler(
+        list(range(103)), 10, shuffle=shuffle, drop_last=drop_last, pool_batches=3
+    )
     batches = list(sampler)
     assert len(sampler) == len(batches)
     if drop_last:
         assert all(len(b) == 10 for b in batches)
-    if not shuffle:                                            # in length order
+    if not shuffle:  # in length order
         assert [i for b in batches for i in b] == list(range(100 if drop_last else 103))
 
 
 def test_make_loader_gives_padded_batches():
     data = small_task()
     for bucket in (True, False):
-        loader = make_loader(data.train, data.src_vocab, data.tgt_vocab, batch_size=16,
-                             bucket=bucket, seed=0)
+        loader = make_loader(
+            data.train, data.src_vocab, data.tgt_vocab, batch_size=16, bucket=bucket, seed=0
+        )
         batches = list(loader)
         assert sum(len(b.src) for b in batches) == 200
         assert all(isinstance(b, Batch) and b.src.dtype == torch.long for b in batches)
-        assert [b.src.tolist() for b in batches] == [b.src.tolist() for b in make_loader(
-            data.train, data.src_vocab, data.tgt_vocab, batch_size=16, bucket=bucket, seed=0)]
+        assert [b.src.tolist() for b in batches] == [
+            b.src.tolist()
+            for b in make_loader(
+                data.train, data.src_vocab, data.tgt_vocab, batch_size=16, bucket=bucket, seed=0
+            )
+        ]
     ds = Seq2SeqDataset(data.train, data.src_vocab, data.tgt_vocab)
     assert len(list(make_loader(ds, batch_size=50))) == 4
     with pytest.raises(ValueError, match="src_vocab and tgt_vocab are needed"):

@@ -16,6 +16,7 @@ PAD, BOS, EOS = 0, 1, 2
 
 # ------------------------------------------------------------------------------ a toy model
 
+
 class ToyModel(nn.Module):
     """A model with the decoding interface and no encoder-decoder at all: the next-token
     logits are a fixed random function of (step, last two tokens) plus a per-example bias
@@ -32,15 +33,18 @@ class ToyModel(nn.Module):
 
     def init_decoder(self, src):
         self.init_calls += 1
-        return {"bias": self.src_bias[src].mean(1), "src_len": torch.full((len(src),), src.shape[1])}
+        return {
+            "bias": self.src_bias[src].mean(1),
+            "src_len": torch.full((len(src),), src.shape[1]),
+        }
 
     def logits(self, tokens, bias):
         prev = tokens[:, -2] if tokens.shape[1] > 1 else torch.full_like(tokens[:, -1], BOS)
         return self.table[tokens.shape[1] - 1, prev, tokens[:, -1]] + bias
 
     def decode_step(self, tokens, state):
-        logits = self.logits(tokens, state["bias"])                       # (B, V)
-        cross = torch.softmax(logits[:, :3], dim=-1)                       # (B, 3), fake weights
+        logits = self.logits(tokens, state["bias"])  # (B, V)
+        cross = torch.softmax(logits[:, :3], dim=-1)  # (B, 3), fake weights
         return logits, state, {"cross": cross}
 
     def reorder_state(self, state, index):
@@ -78,27 +82,31 @@ def test_a_wide_beam_finds_the_exhaustive_best(alpha):
     model = ToyModel()
     src = torch.tensor([[3, 4, 1], [0, 2, 2], [4, 4, 4]])
     expected = padded(exhaustive_best(model, src, max_len=4, alpha=alpha))
-    got = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=4, beam_size=400,
-                      length_penalty=alpha)
+    got = beam_search(
+        model, src, bos_id=BOS, eos_id=EOS, max_len=4, beam_size=400, length_penalty=alpha
+    )
     assert got.tolist() == expected.tolist()
 
 
 def test_beam_search_works_with_any_model_of_the_interface_and_stacks_attention():
     model = ToyModel(seed=1)
     src = torch.tensor([[3, 4, 1, 2], [0, 2, 2, 1]])
-    ids, att = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=5, beam_size=3,
-                           return_attention=True)
-    assert model.init_calls == 1                                          # encoder once
+    ids, att = beam_search(
+        model, src, bos_id=BOS, eos_id=EOS, max_len=5, beam_size=3, return_attention=True
+    )
+    assert model.init_calls == 1  # encoder once
     assert att["cross"].shape == (2, ids.shape[1], 3)
     is_eos = (ids == EOS).long()
-    live = (is_eos.cumsum(1) - is_eos) == 0                               # up to and at EOS
-    torch.testing.assert_close(att["cross"].sum(-1), live.float())       # zero rows after EOS
-    g_ids, g_att = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=5,
-                                 return_attention=True)
+    live = (is_eos.cumsum(1) - is_eos) == 0  # up to and at EOS
+    torch.testing.assert_close(att["cross"].sum(-1), live.float())  # zero rows after EOS
+    g_ids, g_att = greedy_decode(
+        model, src, bos_id=BOS, eos_id=EOS, max_len=5, return_attention=True
+    )
     assert g_att["cross"].shape == (2, g_ids.shape[1], 3)
 
 
 # ------------------------------------------------------------------------------ on a Transformer
+
 
 def random_transformer(seed=0):
     torch.manual_seed(seed)
@@ -109,10 +117,12 @@ def test_beam_size_one_is_greedy():
     for seed in range(3):
         model = random_transformer(seed)
         src = torch.randint(3, 9, (6, 5), generator=torch.Generator().manual_seed(seed))
-        greedy, g_att = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=10,
-                                      return_attention=True)
-        beam, b_att = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=10, beam_size=1,
-                                  return_attention=True)
+        greedy, g_att = greedy_decode(
+            model, src, bos_id=BOS, eos_id=EOS, max_len=10, return_attention=True
+        )
+        beam, b_att = beam_search(
+            model, src, bos_id=BOS, eos_id=EOS, max_len=10, beam_size=1, return_attention=True
+        )
         assert torch.equal(beam, greedy)
         for name in g_att:
             torch.testing.assert_close(b_att[name], g_att[name])
@@ -125,10 +135,10 @@ def test_batched_decoding_equals_one_example_at_a_time():
     for decode in (greedy_decode, beam_search):
         together = decode(model, src, bos_id=BOS, eos_id=EOS, max_len=8)
         for i in range(4):
-            alone = decode(model, src[i:i + 1], bos_id=BOS, eos_id=EOS, max_len=8)
-            row = together[i, :alone.shape[1]]
+            alone = decode(model, src[i : i + 1], bos_id=BOS, eos_id=EOS, max_len=8)
+            row = together[i, : alone.shape[1]]
             assert torch.equal(row, alone[0]), decode.__name__
-            assert (together[i, alone.shape[1]:] == PAD).all()
+            assert (together[i, alone.shape[1] :] == PAD).all()
 
 
 def test_outputs_end_at_eos_and_are_padded_after_it():
@@ -141,8 +151,8 @@ def test_outputs_end_at_eos_and_are_padded_after_it():
             n = row.index(EOS) + 1 if EOS in row else len(row)
             assert all(t == PAD for t in row[n:]), row
             lengths.append(n)
-        assert ids.shape[1] == max(lengths) <= 6                 # as wide as the longest
-        assert min(lengths) < max(lengths)                       # some stopped early
+        assert ids.shape[1] == max(lengths) <= 6  # as wide as the longest
+        assert min(lengths) < max(lengths)  # some stopped early
 
 
 def test_transformer_attention_per_step_shapes():
@@ -150,10 +160,10 @@ def test_transformer_attention_per_step_shapes():
     src = torch.randint(3, 9, (2, 5))
     ids, att = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=6, return_attention=True)
     n = ids.shape[1]
-    assert att["cross"].shape == (2, n, 2, 2, 5)                          # (B, L, layers, H, S)
-    assert att["decoder_self"].shape == (2, n, 2, 2, n)                   # (B, L, layers, H, L)
-    for i in range(n):                       # step i attends over BOS and the i tokens before
-        assert (att["decoder_self"][:, i, ..., i + 1:] == 0).all()
+    assert att["cross"].shape == (2, n, 2, 2, 5)  # (B, L, layers, H, S)
+    assert att["decoder_self"].shape == (2, n, 2, 2, n)  # (B, L, layers, H, L)
+    for i in range(n):  # step i attends over BOS and the i tokens before
+        assert (att["decoder_self"][:, i, ..., i + 1 :] == 0).all()
 
 
 def test_model_mode_restored_no_gradients_and_encoder_runs_once():
@@ -169,35 +179,71 @@ def test_model_mode_restored_no_gradients_and_encoder_runs_once():
     greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=3)
     assert not model.training
     # deterministic: dropout is off while decoding
-    assert torch.equal(beam_search(model.train(), src, bos_id=BOS, eos_id=EOS, max_len=6),
-                       beam_search(model.eval(), src, bos_id=BOS, eos_id=EOS, max_len=6))
+    assert torch.equal(
+        beam_search(model.train(), src, bos_id=BOS, eos_id=EOS, max_len=6),
+        beam_search(model.eval(), src, bos_id=BOS, eos_id=EOS, max_len=6),
+    )
 
 
 M = random_transformer(0)
 SRC = torch.randint(3, 9, (2, 4))
 
 
-@pytest.mark.parametrize("bad, err, match", [
-    (lambda: greedy_decode(M, SRC.float(), bos_id=1, eos_id=2, max_len=5), TypeError,
-     "src must be an integer tensor"),
-    (lambda: greedy_decode(M, SRC[0], bos_id=1, eos_id=2, max_len=5), ValueError,
-     r"src must have 2 dimensions \(B, S\) of token ids, got shape \(4,\)"),
-    (lambda: greedy_decode(M, SRC[:, :0], bos_id=1, eos_id=2, max_len=5), ValueError,
-     "at least one token"),
-    (lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=0), ValueError,
-     "max_len must be >= 1, got 0"),
-    (lambda: greedy_decode(M, SRC, bos_id=1.0, eos_id=2, max_len=5), TypeError, "bos_id must be an int"),
-    (lambda: beam_search(M, SRC, bos_id=1, eos_id=2, max_len=5, beam_size=0), ValueError,
-     "beam_size must be >= 1, got 0"),
-    (lambda: beam_search(M, SRC, bos_id=1, eos_id=2, max_len=5, length_penalty=-1.0), ValueError,
-     "length_penalty must be >= 0"),
-    (lambda: beam_search(nn.Linear(2, 2), SRC, bos_id=1, eos_id=2, max_len=5), TypeError,
-     r"model must have the decoding interface.*lacks \['pad_id', 'init_decoder'"),
-    (lambda: greedy_decode(M, SRC + 20, bos_id=1, eos_id=2, max_len=5), ValueError,
-     "src holds token id"),
-    (lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20), ValueError,
-     "tgt has length 17 .* max_len=16"),
-])
+@pytest.mark.parametrize(
+    "bad, err, match",
+    [
+        (
+            lambda: greedy_decode(M, SRC.float(), bos_id=1, eos_id=2, max_len=5),
+            TypeError,
+            "src must be an integer tensor",
+        ),
+        (
+            lambda: greedy_decode(M, SRC[0], bos_id=1, eos_id=2, max_len=5),
+            ValueError,
+            r"src must have 2 dimensions \(B, S\) of token ids, got shape \(4,\)",
+        ),
+        (
+            lambda: greedy_decode(M, SRC[:, :0], bos_id=1, eos_id=2, max_len=5),
+            ValueError,
+            "at least one token",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=0),
+            ValueError,
+            "max_len must be >= 1, got 0",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1.0, eos_id=2, max_len=5),
+            TypeError,
+            "bos_id must be an int",
+        ),
+        (
+            lambda: beam_search(M, SRC, bos_id=1, eos_id=2, max_len=5, beam_size=0),
+            ValueError,
+            "beam_size must be >= 1, got 0",
+        ),
+        (
+            lambda: beam_search(M, SRC, bos_id=1, eos_id=2, max_len=5, length_penalty=-1.0),
+            ValueError,
+            "length_penalty must be >= 0",
+        ),
+        (
+            lambda: beam_search(nn.Linear(2, 2), SRC, bos_id=1, eos_id=2, max_len=5),
+            TypeError,
+            r"model must have the decoding interface.*lacks \['pad_id', 'init_decoder'",
+        ),
+        (
+            lambda: greedy_decode(M, SRC + 20, bos_id=1, eos_id=2, max_len=5),
+            ValueError,
+            "src holds token id",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20),
+            ValueError,
+            "tgt has length 17 .* max_len=16",
+        ),
+    ],
+)
 def test_bad_arguments_get_clear_errors(bad, err, match):
     with pytest.raises(err, match=match):
         bad()
@@ -216,24 +262,35 @@ def copy_batch(n, generator):
     tgt = torch.full((n, MAX_LEN + 2), PAD)
     for i, n_tok in enumerate(lengths.tolist()):
         src[i, :n_tok], src[i, n_tok] = tokens[i, :n_tok], EOS
-        tgt[i, 0], tgt[i, 1:n_tok + 1], tgt[i, n_tok + 1] = BOS, tokens[i, :n_tok], EOS
+        tgt[i, 0], tgt[i, 1 : n_tok + 1], tgt[i, n_tok + 1] = BOS, tokens[i, :n_tok], EOS
     return src, tgt
 
 
 def test_a_small_transformer_learns_to_copy_exactly():
     torch.manual_seed(0)
-    model = Transformer(V, V, d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0,
-                        max_len=16, share_embeddings=True, tie_output=True)
+    model = Transformer(
+        V,
+        V,
+        d_model=32,
+        n_heads=2,
+        n_layers=1,
+        d_ff=64,
+        dropout=0.0,
+        max_len=16,
+        share_embeddings=True,
+        tie_output=True,
+    )
     steps = 400
     opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=5e-3, total_steps=steps,
-                                                   pct_start=0.1)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(
+        opt, max_lr=5e-3, total_steps=steps, pct_start=0.1
+    )
     g = torch.Generator().manual_seed(1)
     seen = set()
     for _ in range(steps):
         src, tgt = copy_batch(64, g)
         seen.update(map(tuple, src.tolist()))
-        logits = model(src, tgt[:, :-1])                                 # teacher forcing
+        logits = model(src, tgt[:, :-1])  # teacher forcing
         loss = F.cross_entropy(logits.reshape(-1, V), tgt[:, 1:].reshape(-1), ignore_index=PAD)
         opt.zero_grad()
         loss.backward()
@@ -242,18 +299,19 @@ def test_a_small_transformer_learns_to_copy_exactly():
     src, tgt = copy_batch(300, torch.Generator().manual_seed(99))
     held_out = torch.tensor([tuple(row) not in seen for row in src.tolist()])
     src, tgt = src[held_out], tgt[held_out]
-    assert len(src) >= 100                          # unseen in training (short ones all were)
-    expected = tgt[:, 1:]                                                # x EOS PAD...
+    assert len(src) >= 100  # unseen in training (short ones all were)
+    expected = tgt[:, 1:]  # x EOS PAD...
     for decode in (greedy_decode, beam_search):
         out = decode(model, src, bos_id=BOS, eos_id=EOS, max_len=MAX_LEN + 2)
         width = out.shape[1]
-        assert width == MAX_LEN + 1                                      # the longest: 6 + EOS
+        assert width == MAX_LEN + 1  # the longest: 6 + EOS
         exact = (out == expected[:, :width]).all(dim=1)
         assert exact.float().mean().item() == 1.0, f"{decode.__name__}: {exact.float().mean():.3f}"
     # the cross-attention of the last layer looks at the token being copied
-    ids, att = greedy_decode(model, src[:20], bos_id=BOS, eos_id=EOS, max_len=MAX_LEN + 2,
-                             return_attention=True)
-    looked_at = att["cross"][:, :, -1].mean(2).argmax(-1)                # (B, L): source position
+    ids, att = greedy_decode(
+        model, src[:20], bos_id=BOS, eos_id=EOS, max_len=MAX_LEN + 2, return_attention=True
+    )
+    looked_at = att["cross"][:, :, -1].mean(2).argmax(-1)  # (B, L): source position
     real = ids != PAD
     diagonal = torch.arange(ids.shape[1]).expand_as(ids)
     assert (looked_at == diagonal)[real].float().mean() > 0.8
@@ -261,6 +319,7 @@ def test_a_small_transformer_learns_to_copy_exactly():
 
 def test_sequence_log_prob_equals_the_step_by_step_scores():
     from attnbook.rnn import Seq2Seq
+
     torch.manual_seed(0)
     models = [random_transformer(2), Seq2Seq(9, 9, emb_dim=8, hidden_dim=12, attention="additive")]
     src = torch.randint(3, 9, (5, 6), generator=torch.Generator().manual_seed(7))
@@ -268,16 +327,16 @@ def test_sequence_log_prob_equals_the_step_by_step_scores():
         model.train()
         ids = beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=7, beam_size=3)
         got = sequence_log_prob(model, src, ids, bos_id=BOS)
-        assert model.training                                        # mode restored
-        with torch.no_grad():                                        # the slow way: step by step
+        assert model.training  # mode restored
+        with torch.no_grad():  # the slow way: step by step
             model.eval()
             state, tokens = model.init_decoder(src), torch.full((5, 1), BOS)
             want = torch.zeros(5)
             for t in range(ids.shape[1]):
                 logits, state, _ = model.decode_step(tokens, state)
-                step = F.log_softmax(logits, -1).gather(1, ids[:, t:t + 1])[:, 0]
+                step = F.log_softmax(logits, -1).gather(1, ids[:, t : t + 1])[:, 0]
                 want += step * (ids[:, t] != PAD)
-                tokens = torch.cat([tokens, ids[:, t:t + 1]], dim=1)
+                tokens = torch.cat([tokens, ids[:, t : t + 1]], dim=1)
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
         greedy = greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=7)
         assert got.shape == (5,) and torch.isfinite(got).all()
@@ -296,6 +355,7 @@ def test_sequence_log_prob_names_bad_arguments():
 
 
 # ------------------------------------------------------------------------------ devices
+
 
 class _Reached(Exception):
     """Raised by the probe with the devices of the tensors the model was given."""
@@ -324,14 +384,18 @@ class _ProbeOnMeta(nn.Module):
         raise _Reached([src.device, tgt_in.device])
 
 
-@pytest.mark.parametrize("call", [
-    lambda m, src: greedy_decode(m, src, bos_id=BOS, eos_id=EOS, max_len=3),
-    lambda m, src: beam_search(m, src, bos_id=BOS, eos_id=EOS, max_len=3, beam_size=2),
-    lambda m, src: sequence_log_prob(m, src, torch.tensor([[3, EOS], [4, EOS]]), bos_id=BOS),
-], ids=["greedy_decode", "beam_search", "sequence_log_prob"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m, src: greedy_decode(m, src, bos_id=BOS, eos_id=EOS, max_len=3),
+        lambda m, src: beam_search(m, src, bos_id=BOS, eos_id=EOS, max_len=3, beam_size=2),
+        lambda m, src: sequence_log_prob(m, src, torch.tensor([[3, EOS], [4, EOS]]), bos_id=BOS),
+    ],
+    ids=["greedy_decode", "beam_search", "sequence_log_prob"],
+)
 def test_decoding_moves_cpu_inputs_to_the_models_device(call):
     with pytest.raises(_Reached) as reached:
-        call(_ProbeOnMeta(), torch.tensor([[3, 4], [4, 3]]))       # CPU tensors, as chapters make
+        call(_ProbeOnMeta(), torch.tensor([[3, 4], [4, 3]]))  # CPU tensors, as chapters make
     assert [d.type for d in reached.value.args[0]] == ["meta"] * len(reached.value.args[0])
 
 
@@ -340,8 +404,7 @@ def test_model_device_is_where_the_parameters_are():
 
     assert model_device(_ProbeOnMeta()).type == "meta"
     assert model_device(ToyModel()).type == "cpu"
-    assert model_device(nn.ReLU()).type == "cpu"                    # no parameters: the CPU
+    assert model_device(nn.ReLU()).type == "cpu"  # no parameters: the CPU
     buffers_only = nn.Module()
     buffers_only.register_buffer("table", torch.zeros(2, device="meta"))
     assert model_device(buffers_only).type == "meta"
-

@@ -35,8 +35,9 @@ def test_executed_top_to_bottom_without_errors(notebook):
     for c in code_cells(nb):
         for o in c["outputs"]:
             assert o["output_type"] != "error", f"{path.name}: stored error {o.get('ename')}"
-            assert not re.search(r"/(work|tmp|root|home)/[\w.-]+", json.dumps(o)), \
+            assert not re.search(r"/(work|tmp|root|home)/[\w.-]+", json.dumps(o)), (
                 f"{path.name}: an output shows a machine path"
+            )
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
 
 
@@ -46,8 +47,10 @@ def test_starts_with_the_shared_setup_cell(notebook):
     assert "setup_notebook(" in first, f"{path.name}: first code cell must call setup_notebook"
 
 
-INSTALL = re.compile(r'%pip install -q "attnbook @ git\+https://github\.com/attnbook/attnbook'
-                     r'@(?P<commit>[0-9a-f]{40})"')
+INSTALL = re.compile(
+    r'    commit = "(?P<commit>[0-9a-f]{40})"\n'
+    r'    %pip install -q "attnbook @ git\+https://github\.com/attnbook/attnbook@\{commit\}"\n'
+)
 
 
 def git(*args) -> subprocess.CompletedProcess:
@@ -66,19 +69,27 @@ def test_colab_installs_the_package_the_chapter_ran_with(notebook):
     if git("cat-file", "-e", f"{commit}^{{commit}}").returncode != 0:
         pytest.skip(f"commit {commit[:12]} is not in this clone's history (shallow clone?)")
     changed = git("diff", "--name-only", commit, "HEAD", "--", "src", "pyproject.toml").stdout
-    assert not changed.strip(), (f"{path.name} pins {commit[:12]}, whose package differs from "
-                                 f"HEAD's in {changed.split()}: re-run make notebooks")
+    assert not changed.strip(), (
+        f"{path.name} pins {commit[:12]}, whose package differs from "
+        f"HEAD's in {changed.split()}: re-run make notebooks"
+    )
 
 
 def test_every_widget_view_has_saved_state(notebook):
     path, nb = notebook
-    views = [o["data"][VIEW]["model_id"] for c in code_cells(nb) for o in c["outputs"]
-             if VIEW in o.get("data", {})]
+    views = [
+        o["data"][VIEW]["model_id"]
+        for c in code_cells(nb)
+        for o in c["outputs"]
+        if VIEW in o.get("data", {})
+    ]
     if not views:
         return
     state = nb["metadata"].get("widgets", {}).get(STATE, {}).get("state", {})
     missing = [v for v in views if v not in state]
-    assert not missing, f"{path.name}: widget views without saved state {missing} (blank on the page)"
+    assert not missing, (
+        f"{path.name}: widget views without saved state {missing} (blank on the page)"
+    )
 
 
 def test_ends_with_summary_and_exercises_with_hidden_solutions(notebook):
@@ -95,8 +106,10 @@ def test_package_code_is_shown_from_a_code_cell(notebook):
     path, nb = notebook
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "markdown" and "{literalinclude}" in "".join(cell["source"]):
-            pytest.fail(f"{path.name}: markdown cell {i + 1} has a {{literalinclude}}; show the "
-                        f"package's code with attnbook.show_source(obj) in a remove-input code cell")
+            pytest.fail(
+                f"{path.name}: markdown cell {i + 1} has a {{literalinclude}}; show the "
+                f"package's code with attnbook.show_source(obj) in a remove-input code cell"
+            )
 
 
 # Portability: what strict nbval compares must not depend on the CPU. Results of training
@@ -114,8 +127,9 @@ def has_assert(cell) -> bool:
 
     source = "".join(cell["source"])
     # IPython magics are not Python: blank them out before parsing
-    source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line
-                       for line in source.splitlines())
+    source = "\n".join(
+        "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+    )
     try:
         tree = ast.parse(source)
     except SyntaxError:
@@ -125,8 +139,11 @@ def has_assert(cell) -> bool:
 
 def visible_outputs(cell):
     """Outputs a reader sees: all but the glue outputs the book only reads."""
-    return [o for o in cell.get("outputs", [])
-            if not all(k.startswith(GLUE) for k in o.get("data", {"": 0}))]
+    return [
+        o
+        for o in cell.get("outputs", [])
+        if not all(k.startswith(GLUE) for k in o.get("data", {"": 0}))
+    ]
 
 
 def test_every_ignored_output_is_followed_by_an_assertion(notebook):
@@ -139,7 +156,8 @@ def test_every_ignored_output_is_followed_by_an_assertion(notebook):
         checked = following is not None and has_assert(following)
         assert checked, (
             f"{path.name}: code cell {i + 1} is nbval-ignore-output, but the next code cell "
-            f"asserts nothing; follow it with a cell that checks what the prose claims")
+            f"asserts nothing; follow it with a cell that checks what the prose claims"
+        )
 
 
 def test_assertion_only_cells_are_hidden(notebook):
@@ -148,7 +166,8 @@ def test_assertion_only_cells_are_hidden(notebook):
         if has_assert(cell) and not visible_outputs(cell):
             assert tags(cell) & HIDDEN, (
                 f"{path.name}: code cell {i + 1} only checks (asserts, shows nothing); tag it "
-                f"remove-input or remove-cell so readers do not see test plumbing")
+                f"remove-input or remove-cell so readers do not see test plumbing"
+            )
 
 
 def test_no_result_depends_on_the_clock(notebook):
@@ -156,16 +175,23 @@ def test_no_result_depends_on_the_clock(notebook):
     path, nb = notebook
     for i, cell in enumerate(code_cells(nb)):
         source = "".join(cell["source"])
-        if re.search(r"perf_counter|time\.time\(|best_time|max_seconds|--max-seconds|timeit", source):
+        if re.search(
+            r"perf_counter|time\.time\(|best_time|max_seconds|--max-seconds|timeit", source
+        ):
             assert "nbval-ignore-output" in tags(cell), (
                 f"{path.name}: code cell {i + 1} reads the clock or trains for a time budget; "
-                f"tag it nbval-ignore-output (and check its claim in the next cell)")
+                f"tag it nbval-ignore-output (and check its claim in the next cell)"
+            )
 
 
 def test_glued_names_are_unique_and_used(notebook):
     path, nb = notebook
-    names = [o["metadata"]["scrapbook"]["name"] for c in code_cells(nb)
-             for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})]
+    names = [
+        o["metadata"]["scrapbook"]["name"]
+        for c in code_cells(nb)
+        for o in c.get("outputs", [])
+        if "scrapbook" in o.get("metadata", {})
+    ]
     dupes = sorted({n for n in names if names.count(n) > 1})
     assert not dupes, f"{path.name}: glued more than once: {dupes}"
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")

@@ -32,7 +32,7 @@ def test_relative_shift_is_a_linear_map_independent_of_position():
     for k in (1, 5, -3):
         m = relative_shift_matrix(k, 16).double()
         lo, hi = max(0, -k), min(60, 60 - k)
-        torch.testing.assert_close(pe[lo:hi] @ m, pe[lo + k:hi + k], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(pe[lo:hi] @ m, pe[lo + k : hi + k], atol=1e-5, rtol=1e-5)
 
 
 def test_dot_product_between_positions_depends_only_on_distance():
@@ -40,7 +40,7 @@ def test_dot_product_between_positions_depends_only_on_distance():
     gram = pe @ pe.T
     for k in (0, 1, 7, 30):
         diagonal = torch.diagonal(gram, offset=k)
-        assert diagonal.max() - diagonal.min() < 1e-4                  # same for every pos
+        assert diagonal.max() - diagonal.min() < 1e-4  # same for every pos
 
 
 @pytest.mark.parametrize("kind", PositionalEncoding.KINDS)
@@ -69,21 +69,24 @@ def test_positions_break_permutation_equivariance():
     perm = torch.tensor([4, 2, 0, 1, 3])
     out, _ = mha(x, x, x)
     out_p, _ = mha(x[:, perm], x[:, perm], x[:, perm])
-    torch.testing.assert_close(out_p, out[:, perm], atol=1e-5, rtol=1e-5)   # without positions
+    torch.testing.assert_close(out_p, out[:, perm], atol=1e-5, rtol=1e-5)  # without positions
     y, y_p = enc(x), enc(x[:, perm])
     out, _ = mha(y, y, y)
     out_p, _ = mha(y_p, y_p, y_p)
-    assert not torch.allclose(out_p, out[:, perm], atol=1e-3)               # with positions
+    assert not torch.allclose(out_p, out[:, perm], atol=1e-3)  # with positions
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: sinusoidal_encoding(10, 7), "d_model must be even"),
-    (lambda: sinusoidal_encoding(0, 8), "n_positions must be >= 1"),
-    (lambda: sinusoidal_encoding(10, 8, base=1.0), "base must be > 1"),
-    (lambda: PositionalEncoding(8, kind="rotary"), "kind must be one of"),
-    (lambda: PositionalEncoding(8, dropout=1.0), "dropout"),
-    (lambda: relative_shift_matrix(1.5, 8), "offset must be an int"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda: sinusoidal_encoding(10, 7), "d_model must be even"),
+        (lambda: sinusoidal_encoding(0, 8), "n_positions must be >= 1"),
+        (lambda: sinusoidal_encoding(10, 8, base=1.0), "base must be > 1"),
+        (lambda: PositionalEncoding(8, kind="rotary"), "kind must be one of"),
+        (lambda: PositionalEncoding(8, dropout=1.0), "dropout"),
+        (lambda: relative_shift_matrix(1.5, 8), "offset must be an int"),
+    ],
+)
 def test_bad_arguments_get_clear_errors(bad, match):
     with pytest.raises((ValueError, TypeError), match=match):
         bad()

@@ -27,7 +27,9 @@ def test_bottleneck_record_has_the_curve_the_chapters_plot():
 
 
 def test_unknown_recorded_result_is_a_clear_error():
-    with pytest.raises(ValueError, match=r"name must be one of \('bottleneck', 'train_speed'\), got 'nope'"):
+    with pytest.raises(
+        ValueError, match=r"name must be one of \('bottleneck', 'train_speed'\), got 'nope'"
+    ):
         recorded_result("nope")
 
 

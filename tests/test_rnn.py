@@ -38,8 +38,16 @@ def tgt_batch(b, t, seed=1):
 
 def model(attention=None, cell="gru", bidirectional=False, seed=0, **kw):
     torch.manual_seed(seed)
-    return Seq2Seq(V_SRC, V_TGT, emb_dim=8, hidden_dim=12, cell=cell,
-                   bidirectional=bidirectional, attention=attention, **kw).eval()
+    return Seq2Seq(
+        V_SRC,
+        V_TGT,
+        emb_dim=8,
+        hidden_dim=12,
+        cell=cell,
+        bidirectional=bidirectional,
+        attention=attention,
+        **kw,
+    ).eval()
 
 
 def greedy(m, src, max_len):
@@ -65,12 +73,19 @@ def one_thread():
     torch.set_num_threads(before)
 
 
-MODELS = [(None, "gru", False), ("additive", "gru", False), ("dot", "lstm", False),
-          ("general", "rnn", True), ("additive", "lstm", True), (None, "lstm", True),
-          ("scaled_dot", "gru", False)]
+MODELS = [
+    (None, "gru", False),
+    ("additive", "gru", False),
+    ("dot", "lstm", False),
+    ("general", "rnn", True),
+    ("additive", "lstm", True),
+    (None, "lstm", True),
+    ("scaled_dot", "gru", False),
+]
 
 
 # ------------------------------------------------------------------------------ the encoder
+
 
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("bidirectional", [False, True])
@@ -86,7 +101,7 @@ def test_encoder_returns_every_state_and_the_final_one(cell, bidirectional):
     if cell == "lstm":
         assert final[1].shape == (3, d)
     for i, n in enumerate(lengths):
-        assert (outputs[i, n:] == 0).all()                          # padding: no state
+        assert (outputs[i, n:] == 0).all()  # padding: no state
         torch.testing.assert_close(h[i, :6], outputs[i, n - 1, :6])  # ->h at the true end
         if bidirectional:
             torch.testing.assert_close(h[i, 6:], outputs[i, 0, 6:])  # <-h at the start
@@ -121,6 +136,7 @@ def test_encoder_rejects_bad_sources():
 
 # ------------------------------------------------------------------------------ Seq2Seq shapes
 
+
 @pytest.mark.parametrize("attention, cell, bidirectional", MODELS)
 def test_shapes_of_training_and_decoding(attention, cell, bidirectional):
     m = model(attention, cell, bidirectional)
@@ -128,7 +144,7 @@ def test_shapes_of_training_and_decoding(attention, cell, bidirectional):
     logits = m(src, tgt_in)
     assert logits.shape == (3, 5, V_TGT) and torch.isfinite(logits).all()
     state = m.init_decoder(src)
-    assert all(t.shape[0] == 3 for t in state.values())              # batch first
+    assert all(t.shape[0] == 3 for t in state.values())  # batch first
     expected_keys = {"hidden"} | ({"cell"} if cell == "lstm" else set())
     if attention:
         expected_keys |= {"memory", "src_mask"}
@@ -154,7 +170,7 @@ def test_teacher_forcing_equals_step_by_step_decoding(attention, cell, bidirecti
             logits, weights = m(src, tgt_in), None
         state = m.init_decoder(src)
         for t in range(5):
-            step, state, att = m.decode_step(tgt_in[:, :t + 1], state)
+            step, state, att = m.decode_step(tgt_in[:, : t + 1], state)
             torch.testing.assert_close(step, logits[:, t])
             if attention:
                 torch.testing.assert_close(att["cross"], weights[:, t])
@@ -172,18 +188,21 @@ def test_source_padding_changes_nothing(attention, cell, bidirectional):
 
 # ------------------------------------------------------------------------------ attention weights
 
+
 @FAST
-@given(lengths=st.lists(st.integers(1, 9), min_size=1, max_size=5),
-       score=st.sampled_from(["additive", "dot", "general", "scaled_dot"]),
-       seed=st.integers(0, 1000))
+@given(
+    lengths=st.lists(st.integers(1, 9), min_size=1, max_size=5),
+    score=st.sampled_from(["additive", "dot", "general", "scaled_dot"]),
+    seed=st.integers(0, 1000),
+)
 def test_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(lengths, score, seed):
     m = model(score, seed=seed % 7)
     src = right_padded(lengths, seed=seed)
-    real = src != PAD                                                   # (B, S)
+    real = src != PAD  # (B, S)
     with torch.no_grad():
         _, weights = m(src, tgt_batch(len(lengths), 4, seed), return_attention=True)
         _, step_weights = greedy(m, src, 3)
-    for w in [weights] + [s[:, None] for s in step_weights]:            # (B, T, S)
+    for w in [weights] + [s[:, None] for s in step_weights]:  # (B, T, S)
         assert torch.isfinite(w).all()
         assert (w[~real[:, None, :].expand_as(w)] == 0).all()
         torch.testing.assert_close(w.sum(-1), torch.ones(w.shape[:2]))
@@ -198,7 +217,7 @@ def test_attention_decoder_formula_by_hand():
     mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
     tgt_in = tgt_batch(2, 3)
     logits, _, weights = dec(tgt_in, s0, memory, mask)
-    s, _ = dec.rnn(dec.embedding(tgt_in), s0[None])                     # s_1..s_T
+    s, _ = dec.rnn(dec.embedding(tgt_in), s0[None])  # s_1..s_T
     scores = (s @ memory.transpose(1, 2)).masked_fill(~mask[:, None], float("-inf"))
     a = torch.softmax(scores, dim=-1)
     c = a @ memory
@@ -209,6 +228,7 @@ def test_attention_decoder_formula_by_hand():
 
 # ------------------------------------------------------------------------------ the bottleneck
 
+
 @pytest.mark.parametrize("cell", CELLS)
 def test_the_decoder_starts_from_the_context_vector(cell):
     """s_0 = C = h_S, the encoder's last state, unchanged (unidirectional encoder)."""
@@ -218,11 +238,11 @@ def test_the_decoder_starts_from_the_context_vector(cell):
     state = m.init_decoder(src)
     h = final[0] if cell == "lstm" else final
     torch.testing.assert_close(state["hidden"], h)
-    torch.testing.assert_close(state["hidden"][1], outputs[1, 1])        # h_S of row 1 (S=2)
+    torch.testing.assert_close(state["hidden"][1], outputs[1, 1])  # h_S of row 1 (S=2)
     if cell == "lstm":
         torch.testing.assert_close(state["cell"], final[1])
     tgt_in = tgt_batch(2, 3)
-    logits, _ = m.decoder(tgt_in, final)                             # ContextDecoder(tgt, C)
+    logits, _ = m.decoder(tgt_in, final)  # ContextDecoder(tgt, C)
     torch.testing.assert_close(m(src, tgt_in), logits)
 
 
@@ -257,6 +277,7 @@ def test_the_context_model_state_holds_only_s0():
 
 # ------------------------------------------------------------------------------ beam interface
 
+
 @pytest.mark.parametrize("attention, cell, bidirectional", MODELS[:3])
 def test_reorder_state_selects_and_repeats_rows(attention, cell, bidirectional):
     m = model(attention, cell, bidirectional)
@@ -280,7 +301,7 @@ def test_attnbook_decode_works_for_seq2seq(attention, cell, bidirectional):
     src = right_padded([5, 3, 4])
     ours, our_weights = greedy(m, src, 6)
     ids = decode.greedy_decode(m, src, bos_id=BOS, eos_id=EOS, max_len=6)
-    for row, mine in zip(ids, ours, strict=True):           # equal up to and including EOS
+    for row, mine in zip(ids, ours, strict=True):  # equal up to and including EOS
         n = len(row)
         if EOS in mine[:n].tolist():
             n = mine.tolist().index(EOS) + 1
@@ -290,13 +311,15 @@ def test_attnbook_decode_works_for_seq2seq(attention, cell, bidirectional):
     beam = decode.beam_search(m, src, bos_id=BOS, eos_id=EOS, max_len=6, beam_size=3)
     assert beam.shape[0] == 3
     if attention:
-        ids2, att = decode.greedy_decode(m, src, bos_id=BOS, eos_id=EOS, max_len=6,
-                                         return_attention=True)
+        ids2, att = decode.greedy_decode(
+            m, src, bos_id=BOS, eos_id=EOS, max_len=6, return_attention=True
+        )
         assert torch.equal(ids2, ids) and att["cross"].shape == (3, ids.shape[1], 5)
         torch.testing.assert_close(att["cross"][:, 0], our_weights[0])
 
 
 # ------------------------------------------------------------------------------ arguments
+
 
 def test_argument_errors():
     with pytest.raises(ValueError, match="cell must be one of"):
@@ -316,8 +339,9 @@ def test_argument_errors():
     m = model(None)
     with pytest.raises(ValueError, match="return_attention=True needs an attention model"):
         m(right_padded([2]), tgt_batch(1, 2), return_attention=True)
-    with pytest.raises(ValueError, match="src and tgt_in must have the same batch size, got 2 "
-                                         "and 1"):
+    with pytest.raises(
+        ValueError, match="src and tgt_in must have the same batch size, got 2 and 1"
+    ):
         m(right_padded([2, 2]), tgt_batch(1, 2))
     with pytest.raises(ValueError, match=r"tgt_in holds token ids in \[1, 9\]"):
         m(right_padded([2]), torch.tensor([[BOS, 9]]))
@@ -329,13 +353,21 @@ def test_argument_errors():
         ContextDecoder(V_TGT, 4, 6, cell="lstm")(tgt_batch(1, 2), torch.zeros(1, 6))
     dec = AttentionDecoder(V_TGT, 4, 6, memory_dim=6)
     with pytest.raises(ValueError, match=r"src_mask must have shape \(B, S\) = \(1, 3\)"):
-        dec(tgt_batch(1, 2), torch.zeros(1, 6), torch.zeros(1, 3, 6),
-            torch.ones(1, 4, dtype=torch.bool))
+        dec(
+            tgt_batch(1, 2),
+            torch.zeros(1, 6),
+            torch.zeros(1, 3, 6),
+            torch.ones(1, 4, dtype=torch.bool),
+        )
     with pytest.raises(TypeError, match="src_mask must be a boolean tensor"):
         dec(tgt_batch(1, 2), torch.zeros(1, 6), torch.zeros(1, 3, 6), torch.ones(1, 3))
     with pytest.raises(ValueError, match="memory must have last dimension memory_dim=6"):
-        dec(tgt_batch(1, 2), torch.zeros(1, 6), torch.zeros(1, 3, 5),
-            torch.ones(1, 3, dtype=torch.bool))
+        dec(
+            tgt_batch(1, 2),
+            torch.zeros(1, 6),
+            torch.zeros(1, 3, 5),
+            torch.ones(1, 3, dtype=torch.bool),
+        )
 
 
 def test_models_are_deterministic_from_the_seed():
@@ -348,21 +380,23 @@ def test_models_are_deterministic_from_the_seed():
 
 # ------------------------------------------------------------------------------ learning
 
+
 def train_and_score(attention, min_len, max_len, steps, seed=0):
     """Train on `reverse` and return greedy exact-match accuracy on 200 held-out inputs."""
     torch.manual_seed(seed)
-    data = make_task("reverse", 2000, 0, 200, seed=seed, min_len=min_len, max_len=max_len,
-                     n_symbols=10)
-    m = Seq2Seq(len(data.src_vocab), len(data.tgt_vocab), emb_dim=32, hidden_dim=64,
-                attention=attention)
+    data = make_task(
+        "reverse", 2000, 0, 200, seed=seed, min_len=min_len, max_len=max_len, n_symbols=10
+    )
+    m = Seq2Seq(
+        len(data.src_vocab), len(data.tgt_vocab), emb_dim=32, hidden_dim=64, attention=attention
+    )
     opt = torch.optim.Adam(m.parameters(), lr=3e-3)
     loader = make_loader(data.train, data.src_vocab, data.tgt_vocab, batch_size=64, seed=seed)
     step = 0
     while step < steps:
         for batch in loader:
             logits = m(batch.src, batch.tgt_in)
-            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(),
-                                   ignore_index=PAD)
+            loss = F.cross_entropy(logits.flatten(0, 1), batch.tgt_out.flatten(), ignore_index=PAD)
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
@@ -379,30 +413,37 @@ def train_and_score(attention, min_len, max_len, steps, seed=0):
 
 @pytest.mark.parametrize("score", ["additive", "general"])
 def test_the_attention_model_learns_reverse(score):
-    assert train_and_score(score, 3, 6, steps=400) >= 0.9          # seen: 0.965-1.0
+    assert train_and_score(score, 3, 6, steps=400) >= 0.9  # seen: 0.965-1.0
 
 
 def test_the_fixed_context_model_learns_reverse_of_very_short_inputs():
-    assert train_and_score(None, 2, 4, steps=400) >= 0.85           # seen: 0.97-0.99
+    assert train_and_score(None, 2, 4, steps=400) >= 0.85  # seen: 0.97-0.99
 
 
 # ------------------------------------------------------------------------------ gradients
+
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_gradient_by_distance_is_the_jacobian_norm(cell):
     torch.manual_seed(0)
     enc = RNNEncoder(V_SRC, 5, 7, cell=cell)
-    src = right_padded([6, 6, 6], seed=2)                               # no padding
+    src = right_padded([6, 6, 6], seed=2)  # no padding
     norms = gradient_by_distance(enc, src)
     assert norms.shape == (6,)
 
-    def final(e):                                                       # (S, E) -> (H,)
+    def final(e):  # (S, E) -> (H,)
         _, last = enc.rnn(e[None])
         return (last[0] if cell == "lstm" else last)[0, 0]
 
-    by_hand = torch.stack([
-        torch.autograd.functional.jacobian(final, enc.embedding(row).detach())  # (H, S, E)
-        .pow(2).sum((0, 2)).sqrt() for row in src]).mean(0)              # (S,) by position
+    by_hand = torch.stack(
+        [
+            torch.autograd.functional.jacobian(final, enc.embedding(row).detach())  # (H, S, E)
+            .pow(2)
+            .sum((0, 2))
+            .sqrt()
+            for row in src
+        ]
+    ).mean(0)  # (S,) by position
     assert torch.allclose(norms, by_hand.flip(0), atol=1e-6)
     assert all(p.grad is None for p in enc.parameters())
 
@@ -412,7 +453,7 @@ def test_gradient_by_distance_vanishes_for_a_plain_rnn():
     enc = RNNEncoder(V_SRC, 8, 16, cell="rnn")
     norms = gradient_by_distance(enc, right_padded([40] * 4, seed=3))
     assert (norms > 0).all()
-    assert norms[-1] < 1e-4 * norms[0]             # the first of 40 inputs barely reaches h_S
+    assert norms[-1] < 1e-4 * norms[0]  # the first of 40 inputs barely reaches h_S
 
 
 def test_gradient_by_distance_checks_its_arguments():

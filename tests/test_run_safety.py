@@ -30,12 +30,27 @@ from attnbook.train import (
 )
 from attnbook.transformer import Transformer
 
-DATA = ["--n-train", "200", "--n-val", "20", "--n-test", "20", "--min-len", "2", "--max-len", "5",
-        "--n-symbols", "5"]
+DATA = [
+    "--n-train",
+    "200",
+    "--n-val",
+    "20",
+    "--n-test",
+    "20",
+    "--min-len",
+    "2",
+    "--max-len",
+    "5",
+    "--n-symbols",
+    "5",
+]
 RUN = ["--batch-size", "16", "--eval-every", "10", "--log-every", "5", "--quiet"]
 TRANSFORMER = ["--d-model", "16", "--heads", "2", "--d-ff", "32"]
-PAIRS = [f"the {a} {b}\tle {b} {a}" for a in ("red", "green", "blue", "cat", "dog", "big")
-         for b in ("red", "green", "blue", "cat", "dog", "big")]
+PAIRS = [
+    f"the {a} {b}\tle {b} {a}"
+    for a in ("red", "green", "blue", "cat", "dog", "big")
+    for b in ("red", "green", "blue", "cat", "dog", "big")
+]
 
 
 def cli(argv, capsys):
@@ -59,8 +74,11 @@ def one_line_error(err: str, *words: str) -> None:
 
 def hashes(folder: Path) -> dict:
     """Every file of a folder (temporary ones included) -> its SHA-256."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(Path(folder).iterdir()) if p.is_file()}
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(Path(folder).iterdir())
+        if p.is_file()
+    }
 
 
 def temp_files(folder: Path) -> list:
@@ -71,8 +89,23 @@ def temp_files(folder: Path) -> list:
 def base(tmp_path_factory):
     """A finished 20-step run of a tiny transformer on the copy task (never modified)."""
     out = tmp_path_factory.mktemp("safety") / "copy"
-    assert main(["train", "--task", "copy", "--steps", "20", "--out", str(out), *DATA, *RUN,
-                 *TRANSFORMER]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "copy",
+                "--steps",
+                "20",
+                "--out",
+                str(out),
+                *DATA,
+                *RUN,
+                *TRANSFORMER,
+            ]
+        )
+        == 0
+    )
     return out
 
 
@@ -88,19 +121,47 @@ def tsv_copy(tmp_path):
     root = tmp_path / "tsv"
     root.mkdir()
     (root / "data.tsv").write_text("\n".join(PAIRS) + "\n")
-    assert main(["train", "--task", "tsv", "--data", str(root / "data.tsv"), "--steps", "10",
-                 "--out", str(root / "run"), *RUN, *TRANSFORMER]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "tsv",
+                "--data",
+                str(root / "data.tsv"),
+                "--steps",
+                "10",
+                "--out",
+                str(root / "run"),
+                *RUN,
+                *TRANSFORMER,
+            ]
+        )
+        == 0
+    )
     return root
 
 
 def train_argv(out, *extra, steps=20):
-    return ["train", "--task", "copy", "--steps", str(steps), "--out", out, *DATA, *RUN,
-            *TRANSFORMER, *extra]
+    return [
+        "train",
+        "--task",
+        "copy",
+        "--steps",
+        str(steps),
+        "--out",
+        out,
+        *DATA,
+        *RUN,
+        *TRANSFORMER,
+        *extra,
+    ]
 
 
 # --------------------------------------------------------------------------------------------
 # 1. an existing run is never replaced by mistake
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("how", ["explicit --out", "default --out"])
 def test_an_existing_run_is_refused(how, base, tmp_path, monkeypatch, capsys):
@@ -124,7 +185,7 @@ def test_overwrite_replaces_the_run_and_removes_its_old_files(run_copy, capsys):
     code, _, err = cli(train_argv(run_copy, "--overwrite", "--seed", "1"), capsys)
     assert code == 0, err
     after = hashes(run_copy)
-    assert "evaluation.json" not in after                  # the old run's file is gone
+    assert "evaluation.json" not in after  # the old run's file is gone
     assert after["checkpoint.pt"] != before["checkpoint.pt"]
     assert load_checkpoint(run_copy / "checkpoint.pt")["meta"]["options"]["seed"] == 1
 
@@ -133,14 +194,20 @@ def test_an_empty_existing_folder_is_accepted(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     code, _, err = cli(train_argv(tmp_path / "empty", steps=10), capsys)
     assert code == 0, err
-    assert sorted(hashes(tmp_path / "empty")) == ["attention.png", "checkpoint.pt",
-                                                  "history.csv", "loss.png", "metrics.json"]
+    assert sorted(hashes(tmp_path / "empty")) == [
+        "attention.png",
+        "checkpoint.pt",
+        "history.csv",
+        "loss.png",
+        "metrics.json",
+    ]
 
 
 def test_overwrite_with_resume_of_the_same_run_is_refused(run_copy, capsys):
     before = hashes(run_copy)
-    code, _, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30",
-                        "--overwrite"], capsys)
+    code, _, err = cli(
+        ["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30", "--overwrite"], capsys
+    )
     assert code == 1
     one_line_error(err, "--overwrite would delete the checkpoint")
     assert hashes(run_copy) == before
@@ -148,8 +215,9 @@ def test_overwrite_with_resume_of_the_same_run_is_refused(run_copy, capsys):
 
 def test_resume_into_another_run_is_refused(run_copy, base, capsys):
     before = hashes(base)
-    code, _, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30",
-                        "--out", base], capsys)
+    code, _, err = cli(
+        ["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30", "--out", base], capsys
+    )
     assert code == 1
     one_line_error(err, f"--out {base} already holds a run")
     assert hashes(base) == before
@@ -159,25 +227,32 @@ def test_resume_into_another_run_is_refused(run_copy, base, capsys):
 # 2. --out is checked before the first step
 # --------------------------------------------------------------------------------------------
 
+
 def _file(tmp_path):
     (tmp_path / "some-file").write_text("not a folder")
     return tmp_path / "some-file"
 
 
-@pytest.mark.parametrize("case, words", [
-    ("a file", "is a file; it wants a folder"),
-    ("under a file", "cannot create it, because"),
-    ("not writable", "is not writable"),
-    ("cannot write", "cannot write into it"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("a file", "is a file; it wants a folder"),
+        ("under a file", "cannot create it, because"),
+        ("not writable", "is not writable"),
+        ("cannot write", "cannot write into it"),
+    ],
+)
 def test_a_bad_out_fails_before_any_training(case, words, tmp_path, monkeypatch, capsys):
     out = {"a file": _file(tmp_path), "under a file": _file(tmp_path) / "run"}.get(
-        case, tmp_path / "run")
-    if case == "not writable":               # (as root, chmod would not stop a write)
+        case, tmp_path / "run"
+    )
+    if case == "not writable":  # (as root, chmod would not stop a write)
         monkeypatch.setattr(os, "access", lambda *a, **k: False)
     if case == "cannot write":
+
         def refuse(*a, **k):
             raise OSError(errno.EROFS, "Read-only file system")
+
         monkeypatch.setattr("tempfile.NamedTemporaryFile", refuse)
     started = []
     monkeypatch.setattr(Trainer, "fit", lambda self: started.append(1))
@@ -190,33 +265,49 @@ def test_a_bad_out_fails_before_any_training(case, words, tmp_path, monkeypatch,
 # 8. an option that does not apply is refused, not ignored
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("argv, words", [
-    (["--model", "rnn", "--heads", "2"], "--heads applies to --model transformer, not to "
-                                          "--model rnn"),
-    (["--model", "rnn", "--d-model", "16"], "--d-model applies to --model transformer"),
-    (["--model", "rnn-attention", "--layers", "2"], "--layers applies to --model transformer"),
-    (["--model", "rnn", "--d-ff", "32"], "--d-ff applies to --model transformer"),
-    (["--model", "rnn", "--no-norm-first"], "--norm-first applies to --model transformer"),
-    (["--emb", "8"], "--emb applies to --model rnn/rnn-attention, not to --model transformer"),
-    (["--hidden", "16"], "--hidden applies to --model rnn/rnn-attention"),
-    (["--cell", "lstm"], "--cell applies to --model rnn/rnn-attention"),
-    (["--bidirectional"], "--bidirectional applies to --model rnn/rnn-attention"),
-    (["--model", "rnn", "--score", "dot"], "--score applies to --model rnn-attention, not to "
-                                           "--model rnn"),
-    (["--score", "dot"], "--score applies to --model rnn-attention"),
-    (["--task", "dates", "--n-symbols", "5"], "--n-symbols applies to --task copy/reverse/sort"),
-    (["--task", "dates", "--min-len", "2"], "--min-len applies to --task copy/reverse/sort"),
-    (["--task", "dates", "--max-len", "9"], "--max-len applies to --task copy/reverse/sort/tsv"),
-    (["--level", "char"], "--level applies to --task tsv, not to --task copy"),
-    (["--lower"], "--lower applies to --task tsv"),
-    (["--max-pairs", "5"], "--max-pairs applies to --task tsv"),
-    (["--encoding", "latin-1"], "--encoding applies to --task tsv"),
-    (["--data", "pairs.tsv"], "--data applies to --task tsv"),
-    (["--task", "tsv", "--data", "pairs.tsv", "--n-train", "100"],
-     "--n-train applies to --task copy/reverse/sort/dates, not to --task tsv"),
-    (["--schedule", "noam", "--lr", "0.01"], "--lr applies to --schedule constant/cosine"),
-    (["--lr-scale", "2"], "--lr-scale applies to --schedule noam, not to --schedule cosine"),
-])
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (
+            ["--model", "rnn", "--heads", "2"],
+            "--heads applies to --model transformer, not to --model rnn",
+        ),
+        (["--model", "rnn", "--d-model", "16"], "--d-model applies to --model transformer"),
+        (["--model", "rnn-attention", "--layers", "2"], "--layers applies to --model transformer"),
+        (["--model", "rnn", "--d-ff", "32"], "--d-ff applies to --model transformer"),
+        (["--model", "rnn", "--no-norm-first"], "--norm-first applies to --model transformer"),
+        (["--emb", "8"], "--emb applies to --model rnn/rnn-attention, not to --model transformer"),
+        (["--hidden", "16"], "--hidden applies to --model rnn/rnn-attention"),
+        (["--cell", "lstm"], "--cell applies to --model rnn/rnn-attention"),
+        (["--bidirectional"], "--bidirectional applies to --model rnn/rnn-attention"),
+        (
+            ["--model", "rnn", "--score", "dot"],
+            "--score applies to --model rnn-attention, not to --model rnn",
+        ),
+        (["--score", "dot"], "--score applies to --model rnn-attention"),
+        (
+            ["--task", "dates", "--n-symbols", "5"],
+            "--n-symbols applies to --task copy/reverse/sort",
+        ),
+        (["--task", "dates", "--min-len", "2"], "--min-len applies to --task copy/reverse/sort"),
+        (
+            ["--task", "dates", "--max-len", "9"],
+            "--max-len applies to --task copy/reverse/sort/tsv",
+        ),
+        (["--level", "char"], "--level applies to --task tsv, not to --task copy"),
+        (["--lower"], "--lower applies to --task tsv"),
+        (["--max-pairs", "5"], "--max-pairs applies to --task tsv"),
+        (["--encoding", "latin-1"], "--encoding applies to --task tsv"),
+        (["--data", "pairs.tsv"], "--data applies to --task tsv"),
+        (
+            ["--task", "tsv", "--data", "pairs.tsv", "--n-train", "100"],
+            "--n-train applies to --task copy/reverse/sort/dates, not to --task tsv",
+        ),
+        (["--schedule", "noam", "--lr", "0.01"], "--lr applies to --schedule constant/cosine"),
+        (["--lr-scale", "2"], "--lr-scale applies to --schedule noam, not to --schedule cosine"),
+    ],
+)
 def test_an_option_that_does_not_apply_is_refused(argv, words, tmp_path, capsys):
     if "--task" not in argv:
         argv = ["--task", "copy", *argv]
@@ -230,12 +321,16 @@ def test_an_option_that_does_not_apply_is_refused(argv, words, tmp_path, capsys)
 # 6. data: decoding, encodings, identity (a hash and the paths) on resume and evaluate
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("lines_before", [2, 5000])
 def test_a_decoding_error_names_the_file_line_and_column(lines_before, tmp_path):
     path = tmp_path / "latin.tsv"
     path.write_bytes(("a b\tc d\n" * lines_before + "un caf\u00e9\tcoffee\n").encode("latin-1"))
-    with pytest.raises(ValueError, match=rf"latin.tsv, line {lines_before + 1}, column 7: not "
-                                         r"valid utf-8 \(bytes b'\\xe9'\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"latin.tsv, line {lines_before + 1}, column 7: not "
+        r"valid utf-8 \(bytes b'\\xe9'\)",
+    ):
         load_tsv(path)
     pairs = load_tsv(path, encoding="latin-1", val_fraction=0.0, test_fraction=0.0).train
     assert ("un café", "coffee") in pairs
@@ -251,8 +346,19 @@ def test_a_utf8_byte_order_mark_is_not_part_of_the_first_word(tmp_path):
 def test_the_command_line_names_the_bad_byte_and_takes_encoding(tmp_path, capsys):
     data = tmp_path / "pairs.tsv"
     data.write_bytes(("\n".join(PAIRS) + "\nun caf\u00e9\tcoffee\n").encode("cp1252"))
-    argv = ["train", "--task", "tsv", "--data", data, "--steps", "5", "--out", tmp_path / "run",
-            *RUN, *TRANSFORMER]
+    argv = [
+        "train",
+        "--task",
+        "tsv",
+        "--data",
+        data,
+        "--steps",
+        "5",
+        "--out",
+        tmp_path / "run",
+        *RUN,
+        *TRANSFORMER,
+    ]
     code, _, err = cli(argv, capsys)
     assert code == 1
     one_line_error(err, f"{data}, line {len(PAIRS) + 1}, column 7", "--encoding")
@@ -264,12 +370,15 @@ def test_the_command_line_names_the_bad_byte_and_takes_encoding(tmp_path, capsys
     assert "café" in ckpt["vocab"]["src"]["symbols"]
 
 
-@pytest.mark.parametrize("case, words", [
-    ("unknown encoding", "--encoding klingon: not a text encoding"),
-    ("a folder", "is a folder"),
-    ("one field", "line 2: expected at least 2 tab-separated fields"),
-    ("binary", "not valid utf-8"),
-])
+@pytest.mark.parametrize(
+    "case, words",
+    [
+        ("unknown encoding", "--encoding klingon: not a text encoding"),
+        ("a folder", "is a folder"),
+        ("one field", "line 2: expected at least 2 tab-separated fields"),
+        ("binary", "not valid utf-8"),
+    ],
+)
 def test_bad_data_is_one_line_before_any_training(case, words, tmp_path, capsys):
     data = tmp_path / "pairs.tsv"
     extra = []
@@ -282,8 +391,9 @@ def test_bad_data_is_one_line_before_any_training(case, words, tmp_path, capsys)
         data.write_text("a\tb\nno tab here\n")
     else:
         data.write_bytes(bytes(range(256)) * 4)
-    code, _, err = cli(["train", "--task", "tsv", "--data", data, "--out", tmp_path / "run",
-                        *extra, *RUN], capsys)
+    code, _, err = cli(
+        ["train", "--task", "tsv", "--data", data, "--out", tmp_path / "run", *extra, *RUN], capsys
+    )
     assert code == 1
     one_line_error(err, words)
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
@@ -292,16 +402,31 @@ def test_bad_data_is_one_line_before_any_training(case, words, tmp_path, capsys)
 def test_relative_data_resumes_and_evaluates_from_another_folder(tmp_path, monkeypatch, capsys):
     (tmp_path / "data.tsv").write_text("\n".join(PAIRS) + "\n")
     monkeypatch.chdir(tmp_path)
-    code, _, err = cli(["train", "--task", "tsv", "--data", "data.tsv", "--steps", "10",
-                        "--out", "run", *RUN, *TRANSFORMER], capsys)
+    code, _, err = cli(
+        [
+            "train",
+            "--task",
+            "tsv",
+            "--data",
+            "data.tsv",
+            "--steps",
+            "10",
+            "--out",
+            "run",
+            *RUN,
+            *TRANSFORMER,
+        ],
+        capsys,
+    )
     assert code == 0, err
     identity = load_checkpoint(tmp_path / "run" / "checkpoint.pt")["meta"]["data"]
     assert identity["path"] == str(tmp_path / "data.tsv")
     assert identity["relative"] == os.path.join("..", "data.tsv")
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
-    code, _, err = cli(["train", "--resume", "../run/checkpoint.pt", "--steps", "20",
-                        "--quiet"], capsys)
+    code, _, err = cli(
+        ["train", "--resume", "../run/checkpoint.pt", "--steps", "20", "--quiet"], capsys
+    )
     assert code == 0, err
     assert load_checkpoint(tmp_path / "run" / "checkpoint.pt")["step"] == 20
     code, _, err = cli(["evaluate", "--checkpoint", "../run/checkpoint.pt"], capsys)
@@ -310,7 +435,7 @@ def test_relative_data_resumes_and_evaluates_from_another_folder(tmp_path, monke
 
 def test_a_run_moved_with_its_data_still_evaluates(tsv_copy, tmp_path, capsys):
     moved = tmp_path / "moved"
-    shutil.move(tsv_copy, moved)                   # data.tsv and run/ move together
+    shutil.move(tsv_copy, moved)  # data.tsv and run/ move together
     code, out, err = cli(["evaluate", "--checkpoint", moved / "run" / "checkpoint.pt"], capsys)
     assert code == 0, err
     assert "exact match" in out
@@ -322,14 +447,18 @@ def test_a_changed_data_file_is_refused_unless_given_again(command, tsv_copy, ca
     with open(tsv_copy / "data.tsv", "a") as f:
         f.write("the new cat\tle nouveau chat\n")
     before = hashes(tsv_copy / "run")
-    argv = (["train", "--resume", ckpt, "--steps", "20"] if command == "resume"
-            else ["evaluate", "--checkpoint", ckpt])
+    argv = (
+        ["train", "--resume", ckpt, "--steps", "20"]
+        if command == "resume"
+        else ["evaluate", "--checkpoint", ckpt]
+    )
     code, _, err = cli(argv, capsys)
     assert code == 1
-    one_line_error(err, "data.tsv has changed since it was trained", "test pairs could leak",
-                   "--data")
+    one_line_error(
+        err, "data.tsv has changed since it was trained", "test pairs could leak", "--data"
+    )
     assert hashes(tsv_copy / "run") == before
-    if command == "evaluate":                      # knowingly: it runs, with a warning
+    if command == "evaluate":  # knowingly: it runs, with a warning
         code, out, err = cli([*argv, "--data", tsv_copy / "data.tsv"], capsys)
         assert code == 0 and "is not the file this run was trained on" in err
 
@@ -340,20 +469,41 @@ def test_a_missing_data_file_says_where_it_looked(tsv_copy, capsys):
     code, _, err = cli(["evaluate", "--checkpoint", ckpt], capsys)
     assert code == 1
     one_line_error(err, "the run's data file is not at", str(tsv_copy / "data.tsv"), "--data")
-    code, _, err = cli(["evaluate", "--checkpoint", ckpt, "--data", tsv_copy / "renamed.tsv"],
-                       capsys)
+    code, _, err = cli(
+        ["evaluate", "--checkpoint", ckpt, "--data", tsv_copy / "renamed.tsv"], capsys
+    )
     assert code == 0, err
-    assert "warning" not in err                               # the same content: no warning
+    assert "warning" not in err  # the same content: no warning
 
 
 # --------------------------------------------------------------------------------------------
 # 7. lengths: the model must fit the data; translate and evaluate say the model's limit
 # --------------------------------------------------------------------------------------------
 
+
 def test_data_longer_than_the_positional_table_is_refused_before_training(tmp_path, capsys):
-    code, _, err = cli(["train", "--task", "copy", "--max-len", "600", "--min-len", "590",
-                        "--n-train", "20", "--n-val", "5", "--n-test", "5", "--out",
-                        tmp_path / "run", *RUN, *TRANSFORMER], capsys)
+    code, _, err = cli(
+        [
+            "train",
+            "--task",
+            "copy",
+            "--max-len",
+            "600",
+            "--min-len",
+            "590",
+            "--n-train",
+            "20",
+            "--n-val",
+            "5",
+            "--n-test",
+            "5",
+            "--out",
+            tmp_path / "run",
+            *RUN,
+            *TRANSFORMER,
+        ],
+        capsys,
+    )
     assert code == 1
     one_line_error(err, "--max-len 600", "at most 512 positions", "--max-len 511")
     assert not (tmp_path / "run").exists()
@@ -362,37 +512,68 @@ def test_data_longer_than_the_positional_table_is_refused_before_training(tmp_pa
 def test_a_char_level_file_with_long_lines_is_refused(tmp_path, capsys):
     data = tmp_path / "long.tsv"
     data.write_text("\n".join(PAIRS + ["x" * 600 + "\ty"] * 3) + "\n")
-    code, _, err = cli(["train", "--task", "tsv", "--data", data, "--level", "char",
-                        "--max-len", "700", "--out", tmp_path / "run", *RUN, *TRANSFORMER],
-                       capsys)
+    code, _, err = cli(
+        [
+            "train",
+            "--task",
+            "tsv",
+            "--data",
+            data,
+            "--level",
+            "char",
+            "--max-len",
+            "700",
+            "--out",
+            tmp_path / "run",
+            *RUN,
+            *TRANSFORMER,
+        ],
+        capsys,
+    )
     assert code == 1
     one_line_error(err, "a source of 600 tokens", "at most 512 positions")
 
 
 def test_the_trainer_refuses_data_its_model_cannot_read():
     task = make_task("copy", 50, 10, 10, seed=0, min_len=5, max_len=9, n_symbols=5)
-    model = Transformer(len(task.src_vocab), len(task.tgt_vocab), d_model=16, n_heads=2,
-                        n_layers=1, d_ff=32, max_len=8)
-    with pytest.raises(ValueError, match="train_data holds a source of 9 tokens, but the model "
-                                         "reads at most max_len=8"):
+    model = Transformer(
+        len(task.src_vocab),
+        len(task.tgt_vocab),
+        d_model=16,
+        n_heads=2,
+        n_layers=1,
+        d_ff=32,
+        max_len=8,
+    )
+    with pytest.raises(
+        ValueError,
+        match="train_data holds a source of 9 tokens, but the model reads at most max_len=8",
+    ):
         Trainer(model, task, config=TrainConfig(steps=2, progress=False))
 
 
-@pytest.mark.parametrize("argv, words", [
-    (["translate", "a" * 600], "input 1 has 600 tokens, but this model reads at most 512"),
-    (["translate", "abc", "a" * 513], "input 2 has 513 tokens"),
-    (["translate", "abc", "--max-len", "1000"], "--max-len 1000: this model writes at most 512"),
-    (["evaluate", "--lengths", "5,600"], "--lengths: 600 is too long for this model"),
-])
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["translate", "a" * 600], "input 1 has 600 tokens, but this model reads at most 512"),
+        (["translate", "abc", "a" * 513], "input 2 has 513 tokens"),
+        (
+            ["translate", "abc", "--max-len", "1000"],
+            "--max-len 1000: this model writes at most 512",
+        ),
+        (["evaluate", "--lengths", "5,600"], "--lengths: 600 is too long for this model"),
+    ],
+)
 def test_over_long_inputs_are_one_line_naming_the_limit(argv, words, base, capsys):
     code, out, err = cli([*argv, "--checkpoint", base / "checkpoint.pt"], capsys)
-    assert code == 1 and out == ""                  # nothing printed for the first input
+    assert code == 1 and out == ""  # nothing printed for the first input
     one_line_error(err, words)
 
 
 def test_a_long_input_decodes_within_the_table(base, capsys):
-    code, out, err = cli(["translate", "--checkpoint", base / "checkpoint.pt", "abcde" * 60],
-                         capsys)                  # 300 symbols: 2 * 300 + 10 > 512
+    code, out, err = cli(
+        ["translate", "--checkpoint", base / "checkpoint.pt", "abcde" * 60], capsys
+    )  # 300 symbols: 2 * 300 + 10 > 512
     assert code == 0, err
     assert 0 < len(out.strip()) <= 512
 
@@ -400,6 +581,7 @@ def test_a_long_input_decodes_within_the_table(base, capsys):
 # --------------------------------------------------------------------------------------------
 # 3. health before saving: a diverged model never replaces the last good checkpoint
 # --------------------------------------------------------------------------------------------
+
 
 def _nan_validation_after(monkeypatch, good_calls: int):
     original, calls = Trainer.evaluate, []
@@ -415,11 +597,16 @@ def _nan_validation_after(monkeypatch, good_calls: int):
 def test_a_diverged_resume_keeps_the_checkpoint_and_says_so(run_copy, monkeypatch, capsys):
     before = hashes(run_copy)
     _nan_validation_after(monkeypatch, 0)
-    code, _, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30",
-                        "--quiet"], capsys)
+    code, _, err = cli(
+        ["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30", "--quiet"], capsys
+    )
     assert code == 3
-    one_line_error(err, "training diverged", "validation loss became nan at step 30",
-                   f"{run_copy / 'checkpoint.pt'} (step 20), is kept untouched")
+    one_line_error(
+        err,
+        "training diverged",
+        "validation loss became nan at step 30",
+        f"{run_copy / 'checkpoint.pt'} (step 20), is kept untouched",
+    )
     assert hashes(run_copy) == before
 
 
@@ -433,22 +620,28 @@ def test_a_diverged_new_run_keeps_its_last_good_checkpoint(tmp_path, monkeypatch
 
 def test_the_trainer_does_not_save_non_finite_weights(tmp_path):
     task = make_task("copy", 100, 10, 10, seed=0, min_len=2, max_len=5, n_symbols=5)
-    model = Transformer(len(task.src_vocab), len(task.tgt_vocab), d_model=16, n_heads=2,
-                        n_layers=1, d_ff=32)
-    config = TrainConfig(steps=6, batch_size=16, eval_every=3, progress=False,
-                         out_dir=str(tmp_path))
-    trainer = Trainer(model, task.train, None, config, src_vocab=task.src_vocab,
-                      tgt_vocab=task.tgt_vocab)              # no validation: weights alone
+    model = Transformer(
+        len(task.src_vocab), len(task.tgt_vocab), d_model=16, n_heads=2, n_layers=1, d_ff=32
+    )
+    config = TrainConfig(
+        steps=6, batch_size=16, eval_every=3, progress=False, out_dir=str(tmp_path)
+    )
+    trainer = Trainer(
+        model, task.train, None, config, src_vocab=task.src_vocab, tgt_vocab=task.tgt_vocab
+    )  # no validation: weights alone
 
     def poison(optimizer, args, kwargs):
-        if trainer.step == 5:                      # the last update blows a weight up
+        if trainer.step == 5:  # the last update blows a weight up
             with torch.no_grad():
                 next(model.parameters()).view(-1)[0] = float("inf")
 
     trainer.optimizer.register_step_post_hook(poison)
     saved = tmp_path / "checkpoint.pt"
-    with pytest.raises(NonFiniteLossError, match=r"weights became non-finite .* at step 6; "
-                                                 r".*\(step 3\), is kept untouched") as info:
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"weights became non-finite .* at step 6; "
+        r".*\(step 3\), is kept untouched",
+    ) as info:
         trainer.fit()
     assert info.value.saved_step == 3 and load_checkpoint(saved)["step"] == 3
 
@@ -456,6 +649,7 @@ def test_the_trainer_does_not_save_non_finite_weights(tmp_path):
 # --------------------------------------------------------------------------------------------
 # 4. resume: the run's length and schedule unless changed, every change said
 # --------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("steps", [None, "10", "20"])
 def test_resuming_a_finished_run_without_a_longer_one_is_refused(steps, run_copy, capsys):
@@ -473,31 +667,36 @@ def test_a_run_stopped_by_max_seconds_continues_to_its_steps(tmp_path, capsys):
     assert code == 0, err
     stopped = load_checkpoint(out / "checkpoint.pt")["step"]
     assert stopped < 40
-    code, _, err = cli(["train", "--resume", out / "checkpoint.pt", "--max-seconds", "600",
-                        "--quiet"], capsys)
+    code, _, err = cli(
+        ["train", "--resume", out / "checkpoint.pt", "--max-seconds", "600", "--quiet"], capsys
+    )
     assert code == 0, err
     assert "--max-seconds 0.02 -> 600.0" in err and "total steps" not in err
     assert json.loads((out / "metrics.json").read_text())["steps"] == 40
 
 
 def test_extending_a_run_says_how_the_schedule_changes(run_copy, capsys):
-    code, out, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30",
-                          "--lr", "0.001"], capsys)
+    code, out, err = cli(
+        ["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30", "--lr", "0.001"], capsys
+    )
     assert code == 0, err
     assert "resuming" in err and "at step 20" in err
-    for change in ("--steps 20 -> 30", "--lr 0.003 -> 0.001", "total steps 20 -> 30",
-                   "learning rate of step 21"):
+    for change in (
+        "--steps 20 -> 30",
+        "--lr 0.003 -> 0.001",
+        "total steps 20 -> 30",
+        "learning rate of step 21",
+    ):
         assert change in err, (change, err)
-    assert "done: 30 steps" in out               # --quiet was not carried over
+    assert "done: 30 steps" in out  # --quiet was not carried over
 
 
 def test_a_stale_temporary_file_is_removed_by_the_next_run(run_copy, capsys):
     stale = run_copy / ".checkpoint.pt.tmp-999999999"
     stale.write_bytes(b"half a checkpoint")
-    live = run_copy / f".metrics.json.tmp-{os.getppid()}"       # a live process's: kept
+    live = run_copy / f".metrics.json.tmp-{os.getppid()}"  # a live process's: kept
     live.write_bytes(b"{")
-    code, out, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30"],
-                         capsys)
+    code, out, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30"], capsys)
     assert code == 0, err
     assert not stale.exists() and live.exists() and f"removed {stale}" in out
 
@@ -505,6 +704,7 @@ def test_a_stale_temporary_file_is_removed_by_the_next_run(run_copy, capsys):
 # --------------------------------------------------------------------------------------------
 # 5. atomic writes and a full disk
 # --------------------------------------------------------------------------------------------
+
 
 def _disk_full_for(monkeypatch, name: str):
     """Every write into a temporary file for ``name`` fails as on a full disk."""
@@ -535,19 +735,18 @@ def _disk_full_for(monkeypatch, name: str):
 
 
 @pytest.mark.parametrize("name", ["checkpoint.pt", "metrics.json", "history.csv", "loss.png"])
-def test_a_full_disk_names_the_file_and_keeps_the_old_one(name, run_copy, monkeypatch,
-                                                         capsys):
+def test_a_full_disk_names_the_file_and_keeps_the_old_one(name, run_copy, monkeypatch, capsys):
     before = hashes(run_copy)
     _disk_full_for(monkeypatch, name)
-    code, _, err = cli(["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30",
-                        "--quiet"], capsys)
+    code, _, err = cli(
+        ["train", "--resume", run_copy / "checkpoint.pt", "--steps", "30", "--quiet"], capsys
+    )
     assert code == 1
     one_line_error(err, f"could not write {run_copy / name}: no space left on device")
     assert hashes(run_copy)[name] == before[name] and temp_files(run_copy) == []
 
 
-@pytest.mark.parametrize("failure", [OSError(errno.EIO, "Input/output error"),
-                                     KeyboardInterrupt()])
+@pytest.mark.parametrize("failure", [OSError(errno.EIO, "Input/output error"), KeyboardInterrupt()])
 def test_atomic_write_keeps_the_old_file_on_any_failure(failure, tmp_path):
     path = tmp_path / "metrics.json"
     path.write_text("old")
@@ -577,6 +776,7 @@ def test_remove_stale_temp_files_only_removes_dead_processes_files(tmp_path):
 # 9. signals and exit statuses
 # --------------------------------------------------------------------------------------------
 
+
 def _env():
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     src = str(Path(__file__).resolve().parents[1] / "src")
@@ -585,13 +785,18 @@ def _env():
 
 
 def _start_training(out: Path) -> subprocess.Popen:
-    argv = [sys.executable, "-m", "attnbook", *train_argv(str(out), "--threads", "1",
-                                                          steps=1000000)]
-    proc = subprocess.Popen(argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    argv = [
+        sys.executable,
+        "-m",
+        "attnbook",
+        *train_argv(str(out), "--threads", "1", steps=1000000),
+    ]
+    proc = subprocess.Popen(
+        argv, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 60
     while not (out / "checkpoint.pt").exists() and time.time() < deadline:
-        time.sleep(0.05)                                  # the first evaluation saves one
+        time.sleep(0.05)  # the first evaluation saves one
     return proc
 
 
@@ -608,18 +813,23 @@ def test_a_real_signal_leaves_a_checkpoint_that_resumes(sig, status, tmp_path, c
         assert "interrupted (SIGTERM)" in stderr and "Traceback" not in stderr
         assert json.loads((out / "metrics.json").read_text())["interrupted"] == "SIGTERM"
         assert temp_files(out) == []
-    code, _, err = cli(["train", "--resume", out / "checkpoint.pt", "--steps", step + 5,
-                        "--quiet"], capsys)
+    code, _, err = cli(
+        ["train", "--resume", out / "checkpoint.pt", "--steps", step + 5, "--quiet"], capsys
+    )
     assert code == 0, err
     assert load_checkpoint(out / "checkpoint.pt")["step"] == step + 5 and temp_files(out) == []
 
 
-@pytest.mark.parametrize("signum, status, words", [
-    (signal.SIGTERM, 143, "stopped (SIGTERM)"),
-    (signal.SIGINT, 130, "interrupted (SIGINT)"),
-])
-def test_a_signal_before_training_exits_cleanly(signum, status, words, tmp_path, monkeypatch,
-                                                capsys):
+@pytest.mark.parametrize(
+    "signum, status, words",
+    [
+        (signal.SIGTERM, 143, "stopped (SIGTERM)"),
+        (signal.SIGINT, 130, "interrupted (SIGINT)"),
+    ],
+)
+def test_a_signal_before_training_exits_cleanly(
+    signum, status, words, tmp_path, monkeypatch, capsys
+):
     import attnbook.cli as cli_module
 
     def build_task(*args, **kwargs):
@@ -632,7 +842,7 @@ def test_a_signal_before_training_exits_cleanly(signum, status, words, tmp_path,
     code, _, err = cli(train_argv(tmp_path / "run"), capsys)
     assert code == status
     one_line_error(err, words)
-    assert signal.getsignal(signal.SIGTERM) is handler            # restored afterwards
+    assert signal.getsignal(signal.SIGTERM) is handler  # restored afterwards
 
 
 @pytest.mark.parametrize("command", [[], ["train"], ["evaluate"], ["translate"]])
@@ -646,7 +856,7 @@ def test_help_lists_the_exit_statuses(command, capsys):
 
 def test_the_readme_documents_the_exit_statuses_and_overwrite():
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    cli_section = readme[readme.index("The command line trains"):]
+    cli_section = readme[readme.index("The command line trains") :]
     for words in ("--overwrite", "130", "143", "diverged"):
         assert words in cli_section, words
     assert set(RUN_FILES) >= {"checkpoint.pt", "metrics.json", "history.csv", "loss.png"}

@@ -37,8 +37,17 @@ def task():
 
 def transformer(task, seed=0, dropout=0.0, **kw):
     torch.manual_seed(seed)
-    return Transformer(len(task.src_vocab), len(task.tgt_vocab), d_model=16, n_heads=2,
-                       n_layers=1, d_ff=32, dropout=dropout, max_len=64, **kw)
+    return Transformer(
+        len(task.src_vocab),
+        len(task.tgt_vocab),
+        d_model=16,
+        n_heads=2,
+        n_layers=1,
+        d_ff=32,
+        dropout=dropout,
+        max_len=64,
+        **kw,
+    )
 
 
 def quiet(**kw):
@@ -60,27 +69,31 @@ def train_losses(history):
 # schedules
 # --------------------------------------------------------------------------------------------
 
+
 def test_noam_lr_is_the_formula_of_the_paper():
     d, w = 512, 4000
     for step in (1, 10, 3999, 4000, 4001, 16000):
-        want = d ** -0.5 * min(step ** -0.5, step * w ** -1.5)
+        want = d**-0.5 * min(step**-0.5, step * w**-1.5)
         assert noam_lr(step, d, w) == pytest.approx(want, rel=1e-12)
-    assert noam_lr(w, d, w) == pytest.approx((d * w) ** -0.5)           # the peak
-    assert noam_lr(2, d, w) == pytest.approx(2 * noam_lr(1, d, w))      # linear warm-up
+    assert noam_lr(w, d, w) == pytest.approx((d * w) ** -0.5)  # the peak
+    assert noam_lr(2, d, w) == pytest.approx(2 * noam_lr(1, d, w))  # linear warm-up
     assert noam_lr(4 * w, d, w) == pytest.approx(noam_lr(w, d, w) / 2)  # 1/sqrt decay
     assert noam_lr(100, d, w, scale=2.0) == pytest.approx(2 * noam_lr(100, d, w))
     peak = max(range(1, 3 * w), key=lambda s: noam_lr(s, d, w))
     assert peak == w
 
 
-@pytest.mark.parametrize("call, name", [
-    (lambda: noam_lr(0, 512, 4000), "step"),
-    (lambda: noam_lr(1, 0, 4000), "d_model"),
-    (lambda: noam_lr(1, 512, 0), "warmup"),
-    (lambda: noam_lr(1, 512, 10, scale=-1.0), "scale"),
-    (lambda: cosine_lr(1, 1e-3, 10, 0), "total_steps"),
-    (lambda: constant_lr(1, 0.0), "lr"),
-])
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: noam_lr(0, 512, 4000), "step"),
+        (lambda: noam_lr(1, 0, 4000), "d_model"),
+        (lambda: noam_lr(1, 512, 0), "warmup"),
+        (lambda: noam_lr(1, 512, 10, scale=-1.0), "scale"),
+        (lambda: cosine_lr(1, 1e-3, 10, 0), "total_steps"),
+        (lambda: constant_lr(1, 0.0), "lr"),
+    ],
+)
 def test_schedules_name_the_bad_argument(call, name):
     with pytest.raises(ValueError, match=name):
         call()
@@ -93,8 +106,8 @@ def test_constant_and_cosine_schedules():
     assert constant_lr(5, 0.01, warmup=10) == pytest.approx(0.005)
     assert constant_lr(50, 0.01, warmup=10) == 0.01
     lr, w, total, floor = 0.01, 10, 110, 0.1
-    assert cosine_lr(5, lr, w, total, floor) == pytest.approx(0.005)     # warming up
-    assert cosine_lr(w, lr, w, total, floor) == pytest.approx(lr)        # the peak
+    assert cosine_lr(5, lr, w, total, floor) == pytest.approx(0.005)  # warming up
+    assert cosine_lr(w, lr, w, total, floor) == pytest.approx(lr)  # the peak
     assert cosine_lr(60, lr, w, total, floor) == pytest.approx(lr * (floor + (1 - floor) / 2))
     assert cosine_lr(total, lr, w, total, floor) == pytest.approx(lr * floor)
     assert cosine_lr(total + 50, lr, w, total, floor) == pytest.approx(lr * floor)
@@ -107,21 +120,23 @@ def test_trainer_steps_the_schedule_once_per_update(task):
     # update k ran with noam_lr(k); after 7 updates the 8th's rate is set
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(noam_lr(8, 16, 4, 2.0))
     assert [r["lr"] for r in trainer.history] == pytest.approx(
-        [noam_lr(k, 16, 4, 2.0) for k in range(1, 8)])
+        [noam_lr(k, 16, 4, 2.0) for k in range(1, 8)]
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # loss and accuracy
 # --------------------------------------------------------------------------------------------
 
+
 def test_label_smoothed_loss_equals_a_hand_computation():
-    logits = torch.tensor([[[2.0, 0.5, -1.0, 0.0],
-                            [0.1, 0.2, 0.3, 3.0],
-                            [9.0, 9.0, 9.0, 9.0]]])                    # (B=1, T=3, V=4)
-    targets = torch.tensor([[1, 3, 0]])                                 # the last is padding
+    logits = torch.tensor(
+        [[[2.0, 0.5, -1.0, 0.0], [0.1, 0.2, 0.3, 3.0], [9.0, 9.0, 9.0, 9.0]]]
+    )  # (B=1, T=3, V=4)
+    targets = torch.tensor([[1, 3, 0]])  # the last is padding
     eps, v = 0.2, 4
     per_token = []
-    for t in range(2):                                                  # the real tokens
+    for t in range(2):  # the real tokens
         row = logits[0, t].tolist()
         log_z = math.log(sum(math.exp(x) for x in row))
         log_p = [x - log_z for x in row]
@@ -130,14 +145,17 @@ def test_label_smoothed_loss_equals_a_hand_computation():
     want = sum(per_token) / 2
     got = label_smoothed_loss(logits, targets, pad_id=0, smoothing=eps)
     assert got.item() == pytest.approx(want, rel=1e-6)
-    assert label_smoothed_loss(logits, targets, 0, eps, reduction="sum").item() == \
-        pytest.approx(sum(per_token), rel=1e-6)
-    torch_loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0,
-                                 label_smoothing=eps)
+    assert label_smoothed_loss(logits, targets, 0, eps, reduction="sum").item() == pytest.approx(
+        sum(per_token), rel=1e-6
+    )
+    torch_loss = F.cross_entropy(
+        logits.flatten(0, 1), targets.flatten(), ignore_index=0, label_smoothing=eps
+    )
     assert got.item() == pytest.approx(torch_loss.item(), rel=1e-6)
     plain = label_smoothed_loss(logits, targets, pad_id=0, smoothing=0.0)
-    assert plain.item() == pytest.approx(F.cross_entropy(
-        logits.flatten(0, 1), targets.flatten(), ignore_index=0).item(), rel=1e-6)
+    assert plain.item() == pytest.approx(
+        F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=0).item(), rel=1e-6
+    )
 
 
 def test_label_smoothed_loss_ignores_padding_positions():
@@ -167,10 +185,10 @@ def test_loss_and_accuracy_check_their_arguments():
 
 
 def test_token_accuracy_and_exact_match_by_hand():
-    targets = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])               # target + EOS, padded
+    targets = torch.tensor([[5, 6, 2, 0], [7, 2, 0, 0]])  # target + EOS, padded
     logits = F.one_hot(torch.tensor([[5, 4, 2, 1], [7, 2, 3, 3]]), 8).float()
     assert token_accuracy(logits, targets, pad_id=0) == pytest.approx(4 / 5)
-    predictions = torch.tensor([[5, 6, 2], [7, 3, 2]])                 # after BOS, greedy
+    predictions = torch.tensor([[5, 6, 2], [7, 3, 2]])  # after BOS, greedy
     assert exact_match(predictions, targets, 0).tolist() == [True, False]
     assert exact_match(torch.tensor([[5, 6, 2, 0, 0, 0]]), targets[:1], 0).tolist() == [True]
     assert exact_match(torch.tensor([[5, 6]]), targets[:1], 0).tolist() == [False]  # no EOS
@@ -180,19 +198,23 @@ def test_token_accuracy_and_exact_match_by_hand():
 # configuration and set-up
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, name", [
-    ({"steps": -1}, "steps"),
-    ({"steps": 10, "epochs": 2}, "steps or epochs"),
-    ({"batch_size": 0}, "batch_size"),
-    ({"schedule": "linear"}, "schedule"),
-    ({"optimizer": "sgd"}, "optimizer"),
-    ({"label_smoothing": 1.0}, "label_smoothing"),
-    ({"lr": 0.0}, "lr"),
-    ({"grad_clip": -1.0}, "grad_clip"),
-    ({"device": "tpu"}, "device"),
-    ({"schedule": "cosine", "max_seconds": 5.0}, "cosine"),
-    ({"betas": (0.9, 1.5)}, "betas"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, name",
+    [
+        ({"steps": -1}, "steps"),
+        ({"steps": 10, "epochs": 2}, "steps or epochs"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"schedule": "linear"}, "schedule"),
+        ({"optimizer": "sgd"}, "optimizer"),
+        ({"label_smoothing": 1.0}, "label_smoothing"),
+        ({"lr": 0.0}, "lr"),
+        ({"grad_clip": -1.0}, "grad_clip"),
+        ({"device": "tpu"}, "device"),
+        ({"schedule": "cosine", "max_seconds": 5.0}, "cosine"),
+        ({"betas": (0.9, 1.5)}, "betas"),
+    ],
+)
 def test_config_rejects_bad_values_naming_them(kwargs, name):
     with pytest.raises((ValueError, TypeError), match=name):
         TrainConfig(**kwargs)
@@ -217,15 +239,16 @@ def test_device_is_chosen_cuda_then_mps_then_cpu_with_an_override(task):
         with pytest.raises(ValueError, match="cuda"):
             Trainer(transformer(task), task, config=TrainConfig(device="cuda"))
     if auto.device.type == "cpu":
-        assert auto.amp_dtype is None                   # off on the CPU unless asked for
+        assert auto.amp_dtype is None  # off on the CPU unless asked for
 
 
 def test_length_of_a_run_by_epochs_and_by_time(task):
     trainer = Trainer(transformer(task), task, config=quiet(epochs=2, log_every=100))
     trainer.fit()
     assert trainer.step == 2 * len(trainer.order) == 2 * (300 // 16)
-    trainer = Trainer(transformer(task), task, config=quiet(steps=10**6, max_seconds=0.3,
-                                                            log_every=100))
+    trainer = Trainer(
+        transformer(task), task, config=quiet(steps=10**6, max_seconds=0.3, log_every=100)
+    )
     trainer.fit()
     assert 0 < trainer.step < 10**6 and trainer.elapsed < 5
 
@@ -234,10 +257,12 @@ def test_length_of_a_run_by_epochs_and_by_time(task):
 # learning for real
 # --------------------------------------------------------------------------------------------
 
+
 def test_train_model_learns_the_copy_task(task):
     model = transformer(task, norm_first=True)
-    history = train_model(model, task, steps=250, batch_size=32, schedule="cosine", lr=1e-2,
-                          warmup=20)
+    history = train_model(
+        model, task, steps=250, batch_size=32, schedule="cosine", lr=1e-2, warmup=20
+    )
     final = history[-1]
     assert final["step"] == 250
     assert final["exact_match"] >= 0.9, history
@@ -249,21 +274,30 @@ def test_train_model_learns_the_copy_task(task):
 
 def test_trainer_trains_an_rnn_with_attention(task):
     torch.manual_seed(0)
-    model = Seq2Seq(len(task.src_vocab), len(task.tgt_vocab), emb_dim=16, hidden_dim=32,
-                    attention="additive")
-    trainer = Trainer(model, task, config=quiet(steps=120, batch_size=32, schedule="constant",
-                                                lr=1e-2, warmup=0, eval_every=120))
+    model = Seq2Seq(
+        len(task.src_vocab), len(task.tgt_vocab), emb_dim=16, hidden_dim=32, attention="additive"
+    )
+    trainer = Trainer(
+        model,
+        task,
+        config=quiet(
+            steps=120, batch_size=32, schedule="constant", lr=1e-2, warmup=0, eval_every=120
+        ),
+    )
     history = trainer.fit()
     assert history[-1]["exact_match"] >= 0.5
-    assert trainer.d_model == 32                     # noam would use hidden_dim
+    assert trainer.d_model == 32  # noam would use hidden_dim
 
 
 def test_progress_bar_and_its_silence(task, capfd):
     Trainer(transformer(task), task, config=quiet(steps=3)).fit()
     out, err = capfd.readouterr()
     assert out == "" and err == ""
-    Trainer(transformer(task), task, config=TrainConfig(steps=4, batch_size=16, device="cpu",
-                                                        eval_every=2, log_every=2)).fit()
+    Trainer(
+        transformer(task),
+        task,
+        config=TrainConfig(steps=4, batch_size=16, device="cpu", eval_every=2, log_every=2),
+    ).fit()
     out, err = capfd.readouterr()
     assert "training" in err and "loss=" in err and "exact=" in err
     assert "step 2:" in out + err
@@ -272,8 +306,7 @@ def test_progress_bar_and_its_silence(task, capfd):
 def test_cpu_autocast_runs_the_mixed_precision_path(task):
     model = transformer(task)
     seen = []
-    model.output.register_forward_hook(lambda m, i, o: seen.append(o.dtype) if m.training
-                                       else None)
+    model.output.register_forward_hook(lambda m, i, o: seen.append(o.dtype) if m.training else None)
     trainer = Trainer(model, task, config=quiet(steps=4, amp=True))
     assert trainer.amp_dtype == torch.bfloat16 and not trainer.scaler.is_enabled()
     history = trainer.fit()
@@ -293,26 +326,31 @@ def test_torch_compile_option_is_used_for_training(task, monkeypatch):
 # checkpoints and resume
 # --------------------------------------------------------------------------------------------
 
+
 def test_resume_continues_exactly(task, tmp_path):
     n = 12
     config = {"steps": 2 * n, "warmup": 5, "lr_scale": 3.0, "log_every": 1}
     straight = Trainer(transformer(task, dropout=0.1), task, config=quiet(**config))
     straight_history = straight.fit()
 
-    first = Trainer(transformer(task, dropout=0.1), task,
-                    config=quiet(**{**config, "steps": n}, out_dir=str(tmp_path)))
+    first = Trainer(
+        transformer(task, dropout=0.1),
+        task,
+        config=quiet(**{**config, "steps": n}, out_dir=str(tmp_path)),
+    )
     first.fit()
-    torch.manual_seed(1234)                            # a different RNG state, then resume
-    second = Trainer(transformer(task, seed=99, dropout=0.1), task,
-                     config=quiet(**config, out_dir=str(tmp_path)))
+    torch.manual_seed(1234)  # a different RNG state, then resume
+    second = Trainer(
+        transformer(task, seed=99, dropout=0.1), task, config=quiet(**config, out_dir=str(tmp_path))
+    )
     second.load_checkpoint(tmp_path / "checkpoint.pt")
     assert second.step == n
     resumed_history = second.fit()
     assert second.step == 2 * n
-    assert train_losses(resumed_history) == pytest.approx(train_losses(straight_history),
-                                                          abs=1e-6)
+    assert train_losses(resumed_history) == pytest.approx(train_losses(straight_history), abs=1e-6)
     assert train_losses(resumed_history)[-1] == pytest.approx(
-        train_losses(straight_history)[-1], abs=1e-6)
+        train_losses(straight_history)[-1], abs=1e-6
+    )
     torch.testing.assert_close(params(second.model), params(straight.model), rtol=0, atol=1e-6)
 
 
@@ -341,13 +379,14 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_is_exact(task, tmp_path):
     # A shell that starts the tests in the background ignores SIGINT: the trainer must put
     # back whatever handler it found, whichever that is.
     before = signal.getsignal(signal.SIGINT)
-    stopped.fit()                                      # no KeyboardInterrupt escapes
+    stopped.fit()  # no KeyboardInterrupt escapes
     assert stopped.interrupted == "SIGINT" and stopped.step == 7
-    assert signal.getsignal(signal.SIGINT) is before   # restored
+    assert signal.getsignal(signal.SIGINT) is before  # restored
     assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 7
 
-    resumed = Trainer(transformer(task, seed=5, dropout=0.1), task,
-                      config=quiet(**config, out_dir=str(tmp_path)))
+    resumed = Trainer(
+        transformer(task, seed=5, dropout=0.1), task, config=quiet(**config, out_dir=str(tmp_path))
+    )
     resumed.load_checkpoint(tmp_path / "checkpoint.pt")
     resumed.fit()
     assert resumed.step == 16 and resumed.interrupted is None
@@ -369,12 +408,27 @@ def test_a_keyboard_interrupt_mid_step_saves_the_last_complete_step(task, tmp_pa
 
 
 def test_checkpoint_holds_everything_needed(task, tmp_path):
-    trainer = Trainer(transformer(task), task, config=quiet(steps=3, out_dir=str(tmp_path)),
-                      meta={"note": "hello"})
+    trainer = Trainer(
+        transformer(task),
+        task,
+        config=quiet(steps=3, out_dir=str(tmp_path)),
+        meta={"note": "hello"},
+    )
     trainer.fit()
     ckpt = load_checkpoint(tmp_path / "checkpoint.pt")
-    for key in ("model", "optimizer", "scheduler", "scaler", "rng", "order", "step", "config",
-                "vocab", "history", "meta"):
+    for key in (
+        "model",
+        "optimizer",
+        "scheduler",
+        "scaler",
+        "rng",
+        "order",
+        "step",
+        "config",
+        "vocab",
+        "history",
+        "meta",
+    ):
         assert key in ckpt, key
     assert ckpt["step"] == 3 and ckpt["meta"] == {"note": "hello"}
     assert ckpt["config"]["steps"] == 3
@@ -382,8 +436,9 @@ def test_checkpoint_holds_everything_needed(task, tmp_path):
     assert set(ckpt["rng"]) >= {"python", "numpy", "torch"}
 
 
-def test_atomic_save_interrupted_part_way_keeps_the_previous_checkpoint(task, tmp_path,
-                                                                        monkeypatch):
+def test_atomic_save_interrupted_part_way_keeps_the_previous_checkpoint(
+    task, tmp_path, monkeypatch
+):
     trainer = Trainer(transformer(task), task, config=quiet(steps=2, out_dir=str(tmp_path)))
     trainer.fit()
     path = tmp_path / "checkpoint.pt"
@@ -393,8 +448,8 @@ def test_atomic_save_interrupted_part_way_keeps_the_previous_checkpoint(task, tm
     def crash_mid_way(obj, f, *args, **kwargs):
         real_save(obj, f, *args, **kwargs)
         f.seek(0)
-        f.truncate(100)                                  # half-written file...
-        raise OSError("disk full")                       # ...and the crash
+        f.truncate(100)  # half-written file...
+        raise OSError("disk full")  # ...and the crash
 
     monkeypatch.setattr(torch, "save", crash_mid_way)
     trainer.step = 99
@@ -403,7 +458,7 @@ def test_atomic_save_interrupted_part_way_keeps_the_previous_checkpoint(task, tm
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert load_checkpoint(path)["step"] == 2
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]   # no temp file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]  # no temp file
 
 
 def test_atomic_save_replaces_the_file(tmp_path):
@@ -429,8 +484,16 @@ def test_load_checkpoint_rejects_what_is_not_a_checkpoint(task, tmp_path):
 def test_resume_into_a_different_model_is_refused(task, tmp_path):
     Trainer(transformer(task), task, config=quiet(steps=2, out_dir=str(tmp_path))).fit()
     path = tmp_path / "checkpoint.pt"
-    wider = Transformer(len(task.src_vocab), len(task.tgt_vocab), d_model=32, n_heads=2,
-                        n_layers=1, d_ff=32, dropout=0.0, max_len=64)
+    wider = Transformer(
+        len(task.src_vocab),
+        len(task.tgt_vocab),
+        d_model=32,
+        n_heads=2,
+        n_layers=1,
+        d_ff=32,
+        dropout=0.0,
+        max_len=64,
+    )
     with pytest.raises(CheckpointError, match="does not fit"):
         Trainer(wider, task, config=quiet(steps=4)).load_checkpoint(path)
     rnn = Seq2Seq(len(task.src_vocab), len(task.tgt_vocab), 8, 8)
@@ -443,6 +506,7 @@ def test_resume_into_a_different_model_is_refused(task, tmp_path):
 # --------------------------------------------------------------------------------------------
 # a non-finite loss
 # --------------------------------------------------------------------------------------------
+
 
 def test_a_nan_loss_stops_with_the_step_and_saves_nothing_corrupt(task, tmp_path):
     model = transformer(task)
@@ -464,7 +528,7 @@ def test_a_nan_loss_stops_with_the_step_and_saves_nothing_corrupt(task, tmp_path
         trainer.fit()
     assert info.value.step == 5 and "checkpoint" in str(info.value)
     assert trainer.step == 4
-    assert all(torch.isfinite(p).all() for p in model.parameters())   # the update never ran
+    assert all(torch.isfinite(p).all() for p in model.parameters())  # the update never ran
     assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 4
 
 
@@ -472,16 +536,24 @@ def test_a_nan_loss_stops_with_the_step_and_saves_nothing_corrupt(task, tmp_path
 # evaluation
 # --------------------------------------------------------------------------------------------
 
+
 def test_evaluate_reports_loss_token_accuracy_and_exact_match(task):
     trainer = Trainer(transformer(task), task, config=quiet(steps=1, eval_examples=10))
     metrics = trainer.evaluate()
     assert set(metrics) == {"val_loss", "token_accuracy", "exact_match"}
     assert metrics["val_loss"] > 0 and 0 <= metrics["exact_match"] <= 1
-    everything = trainer.evaluate(Seq2SeqDataset(task.test, task.src_vocab, task.tgt_vocab),
-                                  max_examples=None)
+    everything = trainer.evaluate(
+        Seq2SeqDataset(task.test, task.src_vocab, task.tgt_vocab), max_examples=None
+    )
     assert 0 <= everything["token_accuracy"] <= 1
-    no_val = Trainer(transformer(task), task.train, [], quiet(steps=1),
-                     src_vocab=task.src_vocab, tgt_vocab=task.tgt_vocab)
+    no_val = Trainer(
+        transformer(task),
+        task.train,
+        [],
+        quiet(steps=1),
+        src_vocab=task.src_vocab,
+        tgt_vocab=task.tgt_vocab,
+    )
     with pytest.raises(ValueError, match="no data to evaluate"):
         no_val.evaluate()
 

@@ -36,19 +36,22 @@ def batch(seed=0, b=3, s=7, t=5):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(1, 11, (b, s), generator=g)
     tgt = torch.randint(1, 13, (b, t), generator=g)
-    src[1, s - 3:] = PAD
-    tgt[-1, t - 2:] = PAD
+    src[1, s - 3 :] = PAD
+    tgt[-1, t - 2 :] = PAD
     return src, tgt
 
 
 # ------------------------------------------------------------------------------ building blocks
 
+
 def test_feed_forward_is_two_linear_maps_with_relu_between():
     torch.manual_seed(0)
     ffn = FeedForward(6, 10, dropout=0.0)
     x = torch.randn(2, 3, 6)
-    expected = torch.relu(x @ ffn.linear1.weight.T + ffn.linear1.bias) @ ffn.linear2.weight.T \
+    expected = (
+        torch.relu(x @ ffn.linear1.weight.T + ffn.linear1.bias) @ ffn.linear2.weight.T
         + ffn.linear2.bias
+    )
     torch.testing.assert_close(ffn(x), expected)
 
 
@@ -62,17 +65,23 @@ def test_sublayer_connection_post_and_pre_ln(norm_first):
     x = torch.randn(2, 3, 6)
     double = lambda h: 2 * h  # noqa: E731
     ln = nn.functional.layer_norm(x, (6,), res.norm.weight, res.norm.bias)
-    expected = x + 2 * ln if norm_first else nn.functional.layer_norm(
-        x + 2 * x, (6,), res.norm.weight, res.norm.bias)
+    expected = (
+        x + 2 * ln
+        if norm_first
+        else nn.functional.layer_norm(x + 2 * x, (6,), res.norm.weight, res.norm.bias)
+    )
     torch.testing.assert_close(res(x, double), expected)
-    out, extra = res(x, lambda h: (double(h), "weights"))       # (output, extra) passes through
+    out, extra = res(x, lambda h: (double(h), "weights"))  # (output, extra) passes through
     torch.testing.assert_close(out, expected)
     assert extra == "weights"
 
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_stacks_have_a_final_norm_only_pre_ln(norm_first):
-    enc, dec = Encoder(8, 2, 3, 16, norm_first=norm_first), Decoder(8, 2, 3, 16, norm_first=norm_first)
+    enc, dec = (
+        Encoder(8, 2, 3, 16, norm_first=norm_first),
+        Decoder(8, 2, 3, 16, norm_first=norm_first),
+    )
     assert len(enc.layers) == len(dec.layers) == 3
     assert (enc.norm is not None) == norm_first and (dec.norm is not None) == norm_first
     x, mem = torch.randn(2, 4, 8), torch.randn(2, 5, 8)
@@ -85,6 +94,7 @@ def test_stacks_have_a_final_norm_only_pre_ln(norm_first):
 
 
 # ------------------------------------------------------------------------------ the model
+
 
 def test_forward_shapes_and_attention_of_every_layer():
     model = tiny()
@@ -144,8 +154,8 @@ def test_dropout_acts_in_training_only_and_models_are_deterministic_from_the_see
     torch.manual_seed(0)
     first = a(src, tgt)
     torch.manual_seed(0)
-    torch.testing.assert_close(a(src, tgt), first)                  # same seed, same masks
-    assert not torch.allclose(first, a(src, tgt))                    # new dropout masks
+    torch.testing.assert_close(a(src, tgt), first)  # same seed, same masks
+    assert not torch.allclose(first, a(src, tgt))  # new dropout masks
 
 
 def test_learned_positions_and_no_positions():
@@ -154,14 +164,15 @@ def test_learned_positions_and_no_positions():
     src, tgt = batch()
     assert learned(src, tgt).shape == (3, 5, 13)
     base = count_parameters(tiny())
-    assert count_parameters(learned) == base + 2 * 20 * 16           # two (max_len, d) tables
+    assert count_parameters(learned) == base + 2 * 20 * 16  # two (max_len, d) tables
     assert count_parameters(tiny(positional=None)) == base
 
 
 def test_share_embeddings_and_tie_output():
     torch.manual_seed(0)
-    m = Transformer(10, 10, d_model=8, n_heads=2, n_layers=1, d_ff=16,
-                    share_embeddings=True, tie_output=True)
+    m = Transformer(
+        10, 10, d_model=8, n_heads=2, n_layers=1, d_ff=16, share_embeddings=True, tie_output=True
+    )
     assert m.src_embed.weight is m.tgt_embed.weight is m.output.weight
     untied = Transformer(10, 10, d_model=8, n_heads=2, n_layers=1, d_ff=16)
     assert count_parameters(untied) - count_parameters(m) == 2 * 10 * 8
@@ -186,7 +197,7 @@ def test_initialisation_xavier_uniform_matrices_zero_biases_scaled_embeddings():
             assert abs(w.std().item() - bound / math.sqrt(3)) < 0.1 * bound / math.sqrt(3), name
             assert module.bias is None or (module.bias == 0).all(), name
     for emb in (m.src_embed, m.tgt_embed):
-        assert abs(emb.weight.std().item() - 64 ** -0.5) < 0.01
+        assert abs(emb.weight.std().item() - 64**-0.5) < 0.01
 
 
 def _paper_count(d, d_ff, n_layers, vocab):
@@ -196,14 +207,22 @@ def _paper_count(d, d_ff, n_layers, vocab):
     norm = 2 * d
     encoder_layer = attention + ffn + 2 * norm
     decoder_layer = 2 * attention + ffn + 3 * norm
-    return vocab * d + n_layers * (encoder_layer + decoder_layer)   # one shared, tied table
+    return vocab * d + n_layers * (encoder_layer + decoder_layer)  # one shared, tied table
 
 
 def test_base_and_big_models_have_the_papers_parameter_counts():
-    with torch.device("meta"):                                     # shapes only, no memory
+    with torch.device("meta"):  # shapes only, no memory
         base = Transformer(37000, 37000, share_embeddings=True, tie_output=True)
-        big = Transformer(37000, 37000, d_model=1024, n_heads=16, d_ff=4096,
-                          dropout=0.3, share_embeddings=True, tie_output=True)
+        big = Transformer(
+            37000,
+            37000,
+            d_model=1024,
+            n_heads=16,
+            d_ff=4096,
+            dropout=0.3,
+            share_embeddings=True,
+            tie_output=True,
+        )
     n_base, n_big = count_parameters(base), count_parameters(big)
     assert n_base == _paper_count(512, 2048, 6, 37000) == 63_082_496
     assert n_big == _paper_count(1024, 4096, 6, 37000)
@@ -213,20 +232,27 @@ def test_base_and_big_models_have_the_papers_parameter_counts():
     assert abs(n_big - 213e6) / 213e6 < 0.01
     parts = parameter_breakdown(base)
     assert sum(parts.values()) == n_base
-    assert parts == {"embeddings": 37000 * 512, "attention": 18 * (4 * 512 * 512 + 4 * 512),
-                     "feed_forward": 12 * (2 * 512 * 2048 + 2048 + 512),
-                     "norms": 30 * 2 * 512, "output": 0, "other": 0}
+    assert parts == {
+        "embeddings": 37000 * 512,
+        "attention": 18 * (4 * 512 * 512 + 4 * 512),
+        "feed_forward": 12 * (2 * 512 * 2048 + 2048 + 512),
+        "norms": 30 * 2 * 512,
+        "output": 0,
+        "other": 0,
+    }
 
 
 # ------------------------------------------------------------------------------ torch equivalence
+
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_transformer_equals_torch_nn_transformer(norm_first):
     torch.manual_seed(0)
-    m = Transformer(11, 13, d_model=16, n_heads=4, n_layers=2, d_ff=32, dropout=0.1,
-                    norm_first=norm_first).eval()
-    with torch.no_grad():                   # make the LayerNorms non-trivial before copying
+    m = Transformer(
+        11, 13, d_model=16, n_heads=4, n_layers=2, d_ff=32, dropout=0.1, norm_first=norm_first
+    ).eval()
+    with torch.no_grad():  # make the LayerNorms non-trivial before copying
         for module in m.modules():
             if isinstance(module, nn.LayerNorm):
                 module.weight.uniform_(0.5, 1.5)
@@ -234,14 +260,18 @@ def test_transformer_equals_torch_nn_transformer(norm_first):
     ref = to_torch_transformer(m)
     src, tgt = batch(b=4, s=9, t=6)
 
-    def embed(table, ids):               # the paper's input: sqrt(d) * embedding + sinusoid
+    def embed(table, ids):  # the paper's input: sqrt(d) * embedding + sinusoid
         return table.weight[ids] * math.sqrt(16) + sinusoidal_encoding(ids.shape[1], 16)
 
     with torch.no_grad():
-        out = ref(embed(m.src_embed, src), embed(m.tgt_embed, tgt),
-                  tgt_mask=torch.ones(6, 6, dtype=torch.bool).triu(1),        # True = blocked
-                  src_key_padding_mask=src == PAD, tgt_key_padding_mask=tgt == PAD,
-                  memory_key_padding_mask=src == PAD)
+        out = ref(
+            embed(m.src_embed, src),
+            embed(m.tgt_embed, tgt),
+            tgt_mask=torch.ones(6, 6, dtype=torch.bool).triu(1),  # True = blocked
+            src_key_padding_mask=src == PAD,
+            tgt_key_padding_mask=tgt == PAD,
+            memory_key_padding_mask=src == PAD,
+        )
         expected = out @ m.output.weight.T
         got = m(src, tgt)
         got_with_weights, _ = m(src, tgt, return_attention=True)
@@ -263,12 +293,12 @@ def test_decoder_output_at_i_ignores_target_tokens_after_i(seed, t, data):
     src = torch.randint(1, 11, (2, 6), generator=g)
     tgt = torch.randint(1, 13, (2, t), generator=g)
     changed = tgt.clone()
-    changed[:, i + 1:] = torch.randint(0, 13, (2, t - i - 1), generator=g)   # pads allowed
+    changed[:, i + 1 :] = torch.randint(0, 13, (2, t - i - 1), generator=g)  # pads allowed
     for return_attention in (False, True):
         a = CAUSAL_MODEL(src, tgt, return_attention=return_attention)
         b = CAUSAL_MODEL(src, changed, return_attention=return_attention)
         a, b = (a[0], b[0]) if return_attention else (a, b)
-        torch.testing.assert_close(a[:, :i + 1], b[:, :i + 1], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(a[:, : i + 1], b[:, : i + 1], atol=1e-5, rtol=1e-5)
 
 
 @FAST
@@ -278,10 +308,12 @@ def test_source_padding_changes_nothing_for_real_tokens(seed, s, n_pad):
     src = torch.randint(1, 11, (2, s), generator=g)
     tgt = torch.randint(1, 13, (2, 4), generator=g)
     padded = torch.cat([src, torch.full((2, n_pad), PAD)], dim=1)
-    torch.testing.assert_close(CAUSAL_MODEL.encode(padded)[:, :s], CAUSAL_MODEL.encode(src),
-                               atol=1e-5, rtol=1e-5)
-    torch.testing.assert_close(CAUSAL_MODEL(padded, tgt), CAUSAL_MODEL(src, tgt),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        CAUSAL_MODEL.encode(padded)[:, :s], CAUSAL_MODEL.encode(src), atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(
+        CAUSAL_MODEL(padded, tgt), CAUSAL_MODEL(src, tgt), atol=1e-5, rtol=1e-5
+    )
 
 
 @FAST
@@ -290,12 +322,13 @@ def test_encoder_without_positions_is_permutation_equivariant(seed, s):
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(1, 11, (2, s), generator=g)
     perm = torch.randperm(s, generator=g)
-    torch.testing.assert_close(NO_POS_MODEL.encode(src[:, perm]), NO_POS_MODEL.encode(src)[:, perm],
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        NO_POS_MODEL.encode(src[:, perm]), NO_POS_MODEL.encode(src)[:, perm], atol=1e-5, rtol=1e-5
+    )
 
 
 def test_encoder_with_positions_is_not_permutation_equivariant():
-    model = tiny(seed=2)                  # same weights as NO_POS_MODEL, plus the sinusoid
+    model = tiny(seed=2)  # same weights as NO_POS_MODEL, plus the sinusoid
     model.load_state_dict(NO_POS_MODEL.state_dict())
     src = torch.tensor([[3, 5, 7, 9, 4]])
     perm = torch.tensor([4, 3, 2, 1, 0])
@@ -309,36 +342,80 @@ M = tiny()
 SRC, TGT = batch()
 
 
-@pytest.mark.parametrize("bad, err, match", [
-    (lambda: M(SRC.float(), TGT), TypeError, r"src must be an integer tensor .* got dtype torch.float32"),
-    (lambda: M(SRC, TGT.to(torch.bool)), TypeError, "tgt must be an integer tensor"),
-    (lambda: M(SRC[0], TGT), ValueError, r"src must have 2 dimensions \(B, L\) of token ids, got shape \(7,\)"),
-    (lambda: M(SRC.masked_fill(SRC == SRC[0, 0], 11), TGT), ValueError,
-     r"src holds token id 11, outside the vocabulary: ids must be in \[0, 10\] \(src_vocab_size=11\)"),
-    (lambda: M(SRC, TGT - 1), ValueError, r"tgt holds token id -1.*tgt_vocab_size=13"),
-    (lambda: M(SRC, TGT[:2]), ValueError, "src and tgt must have the same batch size, got 3 and 2"),
-    (lambda: M(torch.ones(1, 21, dtype=torch.long), TGT[:1]), ValueError,
-     r"src has length 21 \(shape \(1, 21\)\) but the model was built with max_len=20"),
-    (lambda: M(SRC, torch.ones(3, 0, dtype=torch.long)), ValueError, "at least one token"),
-    (lambda: M.decode(TGT, torch.randn(2, 7, 16)), ValueError,
-     "tgt and memory must have the same batch size, got 3 and 2"),
-    (lambda: M.decode(TGT, torch.randn(3, 7, 8)), ValueError, "memory must have last dimension d_model=16"),
-    (lambda: M(SRC, TGT, tgt_mask=torch.ones(5, 4, dtype=torch.bool)), ValueError,
-     r"tgt_mask must be broadcastable to \(B, L_q, L_k\) = \(3, 5, 5\), got shape \(5, 4\)"),
-    (lambda: M(SRC, TGT, src_mask=torch.ones(3, 1, 7)), TypeError, "src_mask must be a boolean"),
-    (lambda: Transformer(10, 10, d_model=30, n_heads=4), ValueError,
-     r"d_model must be divisible by n_heads, got d_model=30 and n_heads=4"),
-    (lambda: Transformer(10, 12, share_embeddings=True), ValueError,
-     "share_embeddings=True needs one vocabulary.*src_vocab_size=10 and tgt_vocab_size=12"),
-    (lambda: Transformer(10, 10, d_model=14, n_heads=2, n_layers=1, d_ff=8, pad_id=10), ValueError,
-     r"pad_id must be a token id in both vocabularies, 0 <= pad_id < 10, got 10"),
-    (lambda: Transformer(10, 10, d_model=15, n_heads=3), ValueError, "d_model must be even"),
-    (lambda: Transformer(10, 10, positional="rotary"), ValueError, "positional must be one of"),
-    (lambda: Transformer(10, 10, n_layers=0), ValueError, "n_layers must be >= 1, got 0"),
-    (lambda: Transformer(10, 10, dropout=1.5), ValueError, r"dropout must be in \[0, 1\)"),
-    (lambda: Transformer(10.0, 10), TypeError, "src_vocab_size must be an int"),
-    (lambda: count_parameters("model"), TypeError, "model must be a torch.nn.Module"),
-])
+@pytest.mark.parametrize(
+    "bad, err, match",
+    [
+        (
+            lambda: M(SRC.float(), TGT),
+            TypeError,
+            r"src must be an integer tensor .* got dtype torch.float32",
+        ),
+        (lambda: M(SRC, TGT.to(torch.bool)), TypeError, "tgt must be an integer tensor"),
+        (
+            lambda: M(SRC[0], TGT),
+            ValueError,
+            r"src must have 2 dimensions \(B, L\) of token ids, got shape \(7,\)",
+        ),
+        (
+            lambda: M(SRC.masked_fill(SRC == SRC[0, 0], 11), TGT),
+            ValueError,
+            r"src holds token id 11, outside the vocabulary: ids must be in \[0, 10\] \(src_vocab_size=11\)",
+        ),
+        (lambda: M(SRC, TGT - 1), ValueError, r"tgt holds token id -1.*tgt_vocab_size=13"),
+        (
+            lambda: M(SRC, TGT[:2]),
+            ValueError,
+            "src and tgt must have the same batch size, got 3 and 2",
+        ),
+        (
+            lambda: M(torch.ones(1, 21, dtype=torch.long), TGT[:1]),
+            ValueError,
+            r"src has length 21 \(shape \(1, 21\)\) but the model was built with max_len=20",
+        ),
+        (lambda: M(SRC, torch.ones(3, 0, dtype=torch.long)), ValueError, "at least one token"),
+        (
+            lambda: M.decode(TGT, torch.randn(2, 7, 16)),
+            ValueError,
+            "tgt and memory must have the same batch size, got 3 and 2",
+        ),
+        (
+            lambda: M.decode(TGT, torch.randn(3, 7, 8)),
+            ValueError,
+            "memory must have last dimension d_model=16",
+        ),
+        (
+            lambda: M(SRC, TGT, tgt_mask=torch.ones(5, 4, dtype=torch.bool)),
+            ValueError,
+            r"tgt_mask must be broadcastable to \(B, L_q, L_k\) = \(3, 5, 5\), got shape \(5, 4\)",
+        ),
+        (
+            lambda: M(SRC, TGT, src_mask=torch.ones(3, 1, 7)),
+            TypeError,
+            "src_mask must be a boolean",
+        ),
+        (
+            lambda: Transformer(10, 10, d_model=30, n_heads=4),
+            ValueError,
+            r"d_model must be divisible by n_heads, got d_model=30 and n_heads=4",
+        ),
+        (
+            lambda: Transformer(10, 12, share_embeddings=True),
+            ValueError,
+            "share_embeddings=True needs one vocabulary.*src_vocab_size=10 and tgt_vocab_size=12",
+        ),
+        (
+            lambda: Transformer(10, 10, d_model=14, n_heads=2, n_layers=1, d_ff=8, pad_id=10),
+            ValueError,
+            r"pad_id must be a token id in both vocabularies, 0 <= pad_id < 10, got 10",
+        ),
+        (lambda: Transformer(10, 10, d_model=15, n_heads=3), ValueError, "d_model must be even"),
+        (lambda: Transformer(10, 10, positional="rotary"), ValueError, "positional must be one of"),
+        (lambda: Transformer(10, 10, n_layers=0), ValueError, "n_layers must be >= 1, got 0"),
+        (lambda: Transformer(10, 10, dropout=1.5), ValueError, r"dropout must be in \[0, 1\)"),
+        (lambda: Transformer(10.0, 10), TypeError, "src_vocab_size must be an int"),
+        (lambda: count_parameters("model"), TypeError, "model must be a torch.nn.Module"),
+    ],
+)
 def test_bad_input_gets_a_clear_error(bad, err, match):
     with pytest.raises(err, match=match):
         bad()
@@ -347,7 +424,11 @@ def test_bad_input_gets_a_clear_error(bad, err, match):
 def test_odd_d_model_works_with_learned_positions():
     torch.manual_seed(0)
     m = Transformer(10, 10, d_model=15, n_heads=3, n_layers=1, d_ff=8, positional="learned")
-    assert m(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)).shape == (2, 4, 10)
+    assert m(torch.ones(2, 3, dtype=torch.long), torch.ones(2, 4, dtype=torch.long)).shape == (
+        2,
+        4,
+        10,
+    )
 
 
 def test_to_torch_transformer_rejects_other_models():

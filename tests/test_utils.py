@@ -30,8 +30,9 @@ def captured(fn, *args, **kwargs):
 @pytest.mark.parametrize("display", [False, True])
 def test_glue_writes_what_myst_nb_writes(value, display):
     myst_glue = pytest.importorskip("myst_nb").glue
-    assert captured(glue, "acc", value, display=display) == \
-        captured(myst_glue, "acc", value, display=display)
+    assert captured(glue, "acc", value, display=display) == captured(
+        myst_glue, "acc", value, display=display
+    )
 
 
 def test_glue_hides_the_value_by_default_and_returns_it():
@@ -43,9 +44,9 @@ def test_glue_hides_the_value_by_default_and_returns_it():
 
 
 def test_glue_turns_numpy_scalars_into_numbers_the_prose_can_format():
-    (data, _), = captured(glue, "x", np.float64(0.25))
+    ((data, _),) = captured(glue, "x", np.float64(0.25))
     assert data[GLUE_PREFIX + "text/plain"] == "0.25"
-    (data, _), = captured(glue, "n", np.int64(7))
+    ((data, _),) = captured(glue, "n", np.int64(7))
     assert data[GLUE_PREFIX + "text/plain"] == "7"
 
 
@@ -74,8 +75,8 @@ def test_best_time_is_the_fastest_run_after_a_warm_up():
         best = best_time(lambda: calls.append(1), repeats=4)
     finally:
         utils.time.perf_counter = real
-    assert len(calls) == 5                       # one warm-up, then one call per repeat
-    assert best == pytest.approx(0.1)            # the fastest run
+    assert len(calls) == 5  # one warm-up, then one call per repeat
+    assert best == pytest.approx(0.1)  # the fastest run
 
 
 def test_best_time_averages_number_calls_per_run():
@@ -84,8 +85,9 @@ def test_best_time_averages_number_calls_per_run():
     assert len(calls) == 1 + 2 * 3
 
 
-@pytest.mark.parametrize("kwargs", [{"repeats": 0}, {"number": -1}, {"repeats": 2.0},
-                                    {"number": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"repeats": 0}, {"number": -1}, {"repeats": 2.0}, {"number": True}]
+)
 def test_best_time_rejects_counts_that_are_not_positive_ints(kwargs):
     with pytest.raises(ValueError, match="must be a positive int"):
         best_time(lambda: None, **kwargs)
@@ -104,15 +106,17 @@ def test_show_source_is_the_real_code_of_a_function_method_and_class():
     assert src.code == inspect.getsource(scaled_dot_product_attention)
     assert src.path == "attnbook/attention.py"
     md = src._repr_markdown_()
-    assert md.startswith("`attnbook.attention.scaled_dot_product_attention` in "
-                         "`src/attnbook/attention.py`:")
+    assert md.startswith(
+        "`attnbook.attention.scaled_dot_product_attention` in `src/attnbook/attention.py`:"
+    )
     assert "```python\ndef scaled_dot_product_attention(" in md and md.rstrip().endswith("```")
     method = show_source(MultiHeadAttention.forward)
-    assert method.code.startswith("def forward(self")          # dedented out of the class
+    assert method.code.startswith("def forward(\n    self,")  # dedented out of the class
     assert method.name == "attnbook.attention.MultiHeadAttention.forward"
     assert show_source(MultiHeadAttention).code.startswith("class MultiHeadAttention(")
     assert repr(method).splitlines()[0] == (
-        "# attnbook.attention.MultiHeadAttention.forward (src/attnbook/attention.py)")
+        "# attnbook.attention.MultiHeadAttention.forward (src/attnbook/attention.py)"
+    )
 
 
 def test_show_source_rejects_what_is_not_package_code():
@@ -122,3 +126,24 @@ def test_show_source_rejects_what_is_not_package_code():
         show_source(3)
     with pytest.raises(ValueError, match="obj must come from the attnbook package.*'json'"):
         show_source(json.dumps)
+
+
+def test_setup_notebook_prints_arrays_and_tensors_as_wide_as_the_books_column():
+    import tomllib
+    from pathlib import Path
+
+    from attnbook import setup_notebook
+    from attnbook.utils import PRINT_WIDTH
+
+    saved_np, saved_torch = np.get_printoptions(), torch._tensor_str.PRINT_OPTS.linewidth
+    try:
+        with capture_output():
+            setup_notebook(threads=None)
+        assert np.get_printoptions()["linewidth"] == PRINT_WIDTH
+        wide = str(torch.arange(200.0))
+        assert max(map(len, wide.splitlines())) <= PRINT_WIDTH < len(str(list(range(60))))
+    finally:
+        np.set_printoptions(**saved_np)
+        torch.set_printoptions(linewidth=saved_torch)
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    assert tomllib.loads(pyproject.read_text())["tool"]["ruff"]["line-length"] == PRINT_WIDTH

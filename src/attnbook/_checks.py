@@ -12,9 +12,16 @@ from collections.abc import Sequence
 import torch
 
 
-def check_tensor(name: str, x, *, ndim: int | Sequence[int] | None = None,
-                 floating: bool = False, integer: bool = False, boolean: bool = False,
-                 shape_hint: str = "") -> torch.Tensor:
+def check_tensor(
+    name: str,
+    x,
+    *,
+    ndim: int | Sequence[int] | None = None,
+    floating: bool = False,
+    integer: bool = False,
+    boolean: bool = False,
+    shape_hint: str = "",
+) -> torch.Tensor:
     """Check that ``x`` is a tensor of the wanted rank and kind of dtype; return it."""
     hint = f" {shape_hint}" if shape_hint else ""
     if not isinstance(x, torch.Tensor):
@@ -24,14 +31,14 @@ def check_tensor(name: str, x, *, ndim: int | Sequence[int] | None = None,
         if x.dim() not in allowed:
             want = " or ".join(str(a) for a in allowed)
             raise ValueError(
-                f"{name} must have {want} dimensions{hint}, got shape {tuple(x.shape)}")
+                f"{name} must have {want} dimensions{hint}, got shape {tuple(x.shape)}"
+            )
     if floating and not x.is_floating_point():
         raise TypeError(f"{name} must be a floating-point tensor, got dtype {x.dtype}")
     if integer and (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool):
         raise TypeError(f"{name} must be an integer tensor (token ids), got dtype {x.dtype}")
     if boolean and x.dtype != torch.bool:
-        raise TypeError(
-            f"{name} must be a boolean tensor (True = may attend), got dtype {x.dtype}")
+        raise TypeError(f"{name} must be a boolean tensor (True = may attend), got dtype {x.dtype}")
     return x
 
 

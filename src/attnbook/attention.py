@@ -52,6 +52,7 @@ __all__ = [
 # masks
 # --------------------------------------------------------------------------------------------
 
+
 def _check_mask(mask, scores_shape: torch.Size, name: str = "mask") -> torch.Tensor:
     check_tensor(name, mask, boolean=True)
     try:
@@ -61,12 +62,14 @@ def _check_mask(mask, scores_shape: torch.Size, name: str = "mask") -> torch.Ten
     if shape != scores_shape:
         raise ValueError(
             f"{name} must be broadcastable to the scores' shape {tuple(scores_shape)} "
-            f"(..., L_q, L_k), got shape {tuple(mask.shape)}")
+            f"(..., L_q, L_k), got shape {tuple(mask.shape)}"
+        )
     return mask
 
 
-def padding_mask(lengths_or_tokens: torch.Tensor, pad_id: int | None = None,
-                 max_len: int | None = None) -> torch.Tensor:
+def padding_mask(
+    lengths_or_tokens: torch.Tensor, pad_id: int | None = None, max_len: int | None = None
+) -> torch.Tensor:
     """Mask out padding keys.
 
     Give either the true lengths, a 1-D integer tensor ``(B,)`` (then ``max_len`` defaults to
@@ -77,12 +80,18 @@ def padding_mask(lengths_or_tokens: torch.Tensor, pad_id: int | None = None,
     straight to :func:`scaled_dot_product_attention` or combined with :func:`causal_mask`
     by ``&``.
     """
-    x = check_tensor("lengths_or_tokens", lengths_or_tokens, ndim=(1, 2), integer=True,
-                     shape_hint="(lengths (B,) or token ids (B, L))")
+    x = check_tensor(
+        "lengths_or_tokens",
+        lengths_or_tokens,
+        ndim=(1, 2),
+        integer=True,
+        shape_hint="(lengths (B,) or token ids (B, L))",
+    )
     if x.dim() == 1:
         if pad_id is not None:
-            raise ValueError("pad_id is only used with token ids (B, L); got lengths (B,) "
-                             f"and pad_id={pad_id}")
+            raise ValueError(
+                f"pad_id is only used with token ids (B, L); got lengths (B,) and pad_id={pad_id}"
+            )
         if x.numel() == 0:
             raise ValueError("lengths_or_tokens is empty: need at least one sequence")
         if (x < 0).any():
@@ -96,8 +105,9 @@ def padding_mask(lengths_or_tokens: torch.Tensor, pad_id: int | None = None,
         positions = torch.arange(max_len, device=x.device)
         return (positions[None, :] < x[:, None])[:, None, :]
     if pad_id is None:
-        raise ValueError("pad_id is required when lengths_or_tokens holds token ids "
-                         f"of shape {tuple(x.shape)}")
+        raise ValueError(
+            f"pad_id is required when lengths_or_tokens holds token ids of shape {tuple(x.shape)}"
+        )
     if max_len is not None:
         raise ValueError("max_len is only used with lengths (B,), not with token ids")
     return (x != pad_id)[:, None, :]
@@ -116,6 +126,7 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tenso
 # step 2: masked softmax
 # --------------------------------------------------------------------------------------------
 
+
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over the last axis, giving exactly zero weight to masked keys.
 
@@ -125,13 +136,15 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     """
     check_tensor("scores", scores, floating=True)
     if scores.dim() < 1 or scores.shape[-1] == 0:
-        raise ValueError(f"scores must have at least one key (last axis), got shape "
-                         f"{tuple(scores.shape)}")
+        raise ValueError(
+            f"scores must have at least one key (last axis), got shape {tuple(scores.shape)}"
+        )
     if mask is None:
         return torch.softmax(scores, dim=-1)
     if scores.dim() < 2:
-        raise ValueError(f"scores must be (..., L_q, L_k) when a mask is given, got shape "
-                         f"{tuple(scores.shape)}")
+        raise ValueError(
+            f"scores must be (..., L_q, L_k) when a mask is given, got shape {tuple(scores.shape)}"
+        )
     mask = _check_mask(mask, scores.shape)
     mask = mask.expand(scores.shape)
     # Rows where every key is masked would be softmax(-inf, ..., -inf) = NaN. Give them
@@ -154,20 +167,26 @@ def softmax_saturation(scores: torch.Tensor) -> dict[str, torch.Tensor]:
     p = torch.softmax(scores, dim=-1)
     entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
     jacobian = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
-    return {"max_weight": p.amax(-1), "entropy": entropy,
-            "jacobian_norm": jacobian.flatten(-2).norm(dim=-1)}
+    return {
+        "max_weight": p.amax(-1),
+        "entropy": entropy,
+        "jacobian_norm": jacobian.flatten(-2).norm(dim=-1),
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # step 1: score functions
 # --------------------------------------------------------------------------------------------
 
+
 def _check_query_keys(query, keys):
     check_tensor("query", query, floating=True, shape_hint="(..., L_q, d_q)")
     check_tensor("keys", keys, floating=True, shape_hint="(..., L_k, d_k)")
     if query.dim() < 2 or keys.dim() < 2:
-        raise ValueError(f"query and keys must be (..., L, d) with at least 2 dimensions, got "
-                         f"query {tuple(query.shape)} and keys {tuple(keys.shape)}")
+        raise ValueError(
+            f"query and keys must be (..., L, d) with at least 2 dimensions, got "
+            f"query {tuple(query.shape)} and keys {tuple(keys.shape)}"
+        )
 
 
 def dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
@@ -193,13 +212,16 @@ def general_score(query: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor)
     _check_query_keys(query, keys)
     check_tensor("weight", weight, ndim=2, floating=True, shape_hint="(d_q, d_k)")
     if weight.shape != (query.shape[-1], keys.shape[-1]):
-        raise ValueError(f"weight must have shape (d_q, d_k) = ({query.shape[-1]}, "
-                         f"{keys.shape[-1]}), got {tuple(weight.shape)}")
+        raise ValueError(
+            f"weight must have shape (d_q, d_k) = ({query.shape[-1]}, "
+            f"{keys.shape[-1]}), got {tuple(weight.shape)}"
+        )
     return (query @ weight) @ keys.transpose(-2, -1)
 
 
-def additive_score(query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor,
-                   v_a: torch.Tensor) -> torch.Tensor:
+def additive_score(
+    query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor, v_a: torch.Tensor
+) -> torch.Tensor:
     """Bahdanau's additive score, ``score(q, k) = v_a^T tanh(W_a [q; k])``.
 
     ``w_a`` is ``(d_attn, d_q + d_k)`` and ``v_a`` is ``(d_attn,)``. The concatenation is never
@@ -211,22 +233,31 @@ def additive_score(query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor,
     check_tensor("w_a", w_a, ndim=2, floating=True, shape_hint="(d_attn, d_q + d_k)")
     check_tensor("v_a", v_a, ndim=1, floating=True, shape_hint="(d_attn,)")
     if w_a.shape[1] != d_q + d_k:
-        raise ValueError(f"w_a must have shape (d_attn, d_q + d_k) = (d_attn, {d_q + d_k}), "
-                         f"got {tuple(w_a.shape)}")
+        raise ValueError(
+            f"w_a must have shape (d_attn, d_q + d_k) = (d_attn, {d_q + d_k}), "
+            f"got {tuple(w_a.shape)}"
+        )
     check_same_size("w_a", w_a.shape[0], "v_a", v_a.shape[0], "attention size (d_attn)")
-    from_query = query @ w_a[:, :d_q].T          # (..., L_q, d_attn)
-    from_keys = keys @ w_a[:, d_q:].T            # (..., L_k, d_attn)
-    hidden = torch.tanh(from_query.unsqueeze(-2) + from_keys.unsqueeze(-3))  # (..., L_q, L_k, d_attn)
-    return hidden @ v_a                           # (..., L_q, L_k)
+    from_query = query @ w_a[:, :d_q].T  # (..., L_q, d_attn)
+    from_keys = keys @ w_a[:, d_q:].T  # (..., L_k, d_attn)
+    hidden = torch.tanh(
+        from_query.unsqueeze(-2) + from_keys.unsqueeze(-3)
+    )  # (..., L_q, L_k, d_attn)
+    return hidden @ v_a  # (..., L_q, L_k)
 
 
 # --------------------------------------------------------------------------------------------
 # steps 1-3 together: scaled dot-product attention
 # --------------------------------------------------------------------------------------------
 
-def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                                 mask: torch.Tensor | None = None,
-                                 dropout_p: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``, written out step by step.
 
     q ``(..., L_q, d_k)``, k ``(..., L_k, d_k)``, v ``(..., L_k, d_v)``; ``mask`` boolean,
@@ -241,20 +272,22 @@ def scaled_dot_product_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tens
     check_tensor("v", v, floating=True, shape_hint="(..., L_k, d_v)")
     for name, t in (("q", q), ("k", k), ("v", v)):
         if t.dim() < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., L, d), got shape "
-                             f"{tuple(t.shape)}")
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., L, d), got shape {tuple(t.shape)}"
+            )
     check_same_size("q", q.shape[-1], "k", k.shape[-1], "last dimension (d_k)")
     check_same_size("k", k.shape[-2], "v", v.shape[-2], "number of positions (L_k)")
     dropout_p = check_probability("dropout_p", dropout_p)
-    scores = scaled_dot_score(q, k)                       # (..., L_q, L_k)
-    weights = masked_softmax(scores, mask)                # (..., L_q, L_k)
+    scores = scaled_dot_score(q, k)  # (..., L_q, L_k)
+    weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
     mixing = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
-    return mixing @ v, weights                            # (..., L_q, d_v)
+    return mixing @ v, weights  # (..., L_q, d_v)
 
 
 # --------------------------------------------------------------------------------------------
 # RNN-era attention modules: one query vector per decoder step
 # --------------------------------------------------------------------------------------------
+
 
 class _ScoredAttention(nn.Module):
     """Shared forward of the RNN-era attention modules; subclasses define ``score``."""
@@ -264,8 +297,13 @@ class _ScoredAttention(nn.Module):
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
-    def forward(self, query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor | None = None,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Attend from ``query`` over ``keys`` and return ``(context, weights)``.
 
         query ``(B, d_q)`` (one decoder state) or ``(B, L_q, d_q)``; keys ``(B, L_k, d_k)``
@@ -274,21 +312,23 @@ class _ScoredAttention(nn.Module):
         source tokens. context is ``(B, d_v)`` or ``(B, L_q, d_v)``; weights ``(B, L_k)`` or
         ``(B, L_q, L_k)``.
         """
-        check_tensor("query", query, ndim=(2, 3), floating=True,
-                     shape_hint="(B, d_q) or (B, L_q, d_q)")
+        check_tensor(
+            "query", query, ndim=(2, 3), floating=True, shape_hint="(B, d_q) or (B, L_q, d_q)"
+        )
         check_tensor("keys", keys, ndim=3, floating=True, shape_hint="(B, L_k, d_k)")
         values = keys if values is None else values
         check_tensor("values", values, ndim=3, floating=True, shape_hint="(B, L_k, d_v)")
         check_same_size("query", query.shape[0], "keys", keys.shape[0], "batch size")
         check_same_size("keys", keys.shape[0], "values", values.shape[0], "batch size")
-        check_same_size("keys", keys.shape[1], "values", values.shape[1],
-                        "number of positions (L_k)")
+        check_same_size(
+            "keys", keys.shape[1], "values", values.shape[1], "number of positions (L_k)"
+        )
         single = query.dim() == 2
         q = query.unsqueeze(1) if single else query
         if mask is not None and mask.dim() == 2:
-            mask = mask.unsqueeze(1)                           # (B, 1, L_k)
-        weights = masked_softmax(self.score(q, keys), mask)   # (B, L_q, L_k)
-        context = weights @ values                            # (B, L_q, d_v)
+            mask = mask.unsqueeze(1)  # (B, 1, L_k)
+        weights = masked_softmax(self.score(q, keys), mask)  # (B, L_q, L_k)
+        context = weights @ values  # (B, L_q, d_v)
         if single:
             return context.squeeze(1), weights.squeeze(1)
         return context, weights
@@ -331,7 +371,7 @@ class DotAttention(_ScoredAttention):
 
 
 class GeneralAttention(_ScoredAttention):
-    """Luong's general attention, ``score(s, h) = s^T W_a h`` with ``W_a`` ``(query_dim, key_dim)``."""
+    """Luong's general attention, ``score(s, h) = s^T W_a h``, ``W_a`` ``(query_dim, key_dim)``."""
 
     score_name = "general"
 
@@ -349,8 +389,9 @@ class GeneralAttention(_ScoredAttention):
 SCORE_FUNCTIONS = ("additive", "dot", "general", "scaled_dot")
 
 
-def make_attention(score: str, query_dim: int, key_dim: int,
-                   hidden_dim: int | None = None) -> _ScoredAttention:
+def make_attention(
+    score: str, query_dim: int, key_dim: int, hidden_dim: int | None = None
+) -> _ScoredAttention:
     """Build an RNN-era attention module by the name of its score function.
 
     ``score`` is one of ``"additive"`` (needs ``hidden_dim``, default ``key_dim``), ``"dot"``,
@@ -368,14 +409,17 @@ def make_attention(score: str, query_dim: int, key_dim: int,
     if score == "general":
         return GeneralAttention(query_dim, key_dim)
     if query_dim != key_dim:
-        raise ValueError(f"score={score!r} needs query_dim == key_dim, got {query_dim} and "
-                         f"{key_dim}; use 'general' or 'additive' for different sizes")
+        raise ValueError(
+            f"score={score!r} needs query_dim == key_dim, got {query_dim} and "
+            f"{key_dim}; use 'general' or 'additive' for different sizes"
+        )
     return DotAttention(scaled=score == "scaled_dot")
 
 
 # --------------------------------------------------------------------------------------------
 # Transformer attention
 # --------------------------------------------------------------------------------------------
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (多头注意力) of Vaswani et al. (2017), batch first.
@@ -391,8 +435,10 @@ class MultiHeadAttention(nn.Module):
         check_positive_int("d_model", d_model)
         check_positive_int("n_heads", n_heads)
         if d_model % n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model} and "
-                             f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})")
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={d_model} and "
+                f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
+            )
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads
         self.dropout = check_probability("dropout", dropout)
         self.w_q = nn.Linear(d_model, d_model, bias=bias)
@@ -401,11 +447,12 @@ class MultiHeadAttention(nn.Module):
         self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        b, n, _ = x.shape                                   # (B, L, d_model)
-        return x.view(b, n, self.n_heads, self.d_k).transpose(1, 2)   # (B, H, L, d_k)
+        b, n, _ = x.shape  # (B, L, d_model)
+        return x.view(b, n, self.n_heads, self.d_k).transpose(1, 2)  # (B, H, L, d_k)
 
-    def _project(self, query: torch.Tensor, key: torch.Tensor,
-                 value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def _project(
+        self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``Q W^Q, K W^K, V W^V``. When the inputs are the same tensor (self-attention: all
         three; cross-attention: key and value) the weights are stacked and applied in one
         matrix product, as ``torch.nn.MultiheadAttention`` does with its ``in_proj_weight``:
@@ -427,9 +474,14 @@ class MultiHeadAttention(nn.Module):
             out.extend(F.linear(x, weight, bias).chunk(len(group), dim=-1))
         return out[0], out[1], out[2]
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None,
-                need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        mask: torch.Tensor | None = None,
+        need_weights: bool = True,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query ``(B, L_q, d_model)``, key and value ``(B, L_k, d_model)``.
 
         ``mask`` (boolean, True = may attend) is ``(L_q, L_k)``, ``(B, L_q, L_k)`` (or
@@ -442,17 +494,24 @@ class MultiHeadAttention(nn.Module):
         for name, t in (("query", query), ("key", key), ("value", value)):
             check_tensor(name, t, ndim=3, floating=True, shape_hint="(B, L, d_model)")
             if t.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must have last dimension d_model={self.d_model}, got "
-                                 f"shape {tuple(t.shape)}")
+                raise ValueError(
+                    f"{name} must have last dimension d_model={self.d_model}, got "
+                    f"shape {tuple(t.shape)}"
+                )
         check_same_size("query", query.shape[0], "key", key.shape[0], "batch size")
         check_same_size("key", key.shape[0], "value", value.shape[0], "batch size")
         check_same_size("key", key.shape[1], "value", value.shape[1], "length (L_k)")
         b, l_q, l_k = query.shape[0], query.shape[1], key.shape[1]
         if mask is not None:
-            check_tensor("mask", mask, ndim=(2, 3, 4), boolean=True,
-                         shape_hint="(L_q, L_k), (B, L_q, L_k) or (B, H, L_q, L_k)")
+            check_tensor(
+                "mask",
+                mask,
+                ndim=(2, 3, 4),
+                boolean=True,
+                shape_hint="(L_q, L_k), (B, L_q, L_k) or (B, H, L_q, L_k)",
+            )
             if mask.dim() == 3:
-                mask = mask.unsqueeze(1)                    # (B, 1, L_q | 1, L_k)
+                mask = mask.unsqueeze(1)  # (B, 1, L_q | 1, L_k)
             _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)))
 
         q, k, v = (self._split_heads(t) for t in self._project(query, key, value))
@@ -461,14 +520,17 @@ class MultiHeadAttention(nn.Module):
             z, weights = scaled_dot_product_attention(q, k, v, mask, p)
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p)
-            if mask is not None:                            # rows with no allowed key -> 0
+            if mask is not None:  # rows with no allowed key -> 0
                 z = z.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
             weights = None
         z = z.transpose(1, 2).reshape(b, l_q, self.d_model)  # concat heads: (B, L_q, H * d_k)
         return self.w_o(z), weights
 
     def extra_repr(self) -> str:
-        return f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, dropout={self.dropout}"
+        return (
+            f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
+            f"dropout={self.dropout}"
+        )
 
 
 def to_torch_multihead(mha: MultiHeadAttention) -> nn.MultiheadAttention:
@@ -481,8 +543,7 @@ def to_torch_multihead(mha: MultiHeadAttention) -> nn.MultiheadAttention:
     if not isinstance(mha, MultiHeadAttention):
         raise TypeError(f"mha must be a MultiHeadAttention, got {type(mha).__name__}")
     bias = mha.w_q.bias is not None
-    ref = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=0.0, bias=bias,
-                                batch_first=True)
+    ref = nn.MultiheadAttention(mha.d_model, mha.n_heads, dropout=0.0, bias=bias, batch_first=True)
     with torch.no_grad():
         ref.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
         ref.out_proj.weight.copy_(mha.w_o.weight)
@@ -510,31 +571,39 @@ class SelfAttentionHead(nn.Module):
             check_positive_int("n_positions", n_positions)
         self.d_model, self.d_k, self.n_positions = d_model, d_k, n_positions
         shape = (d_model, d_k) if n_positions is None else (n_positions, d_model, d_k)
-        bound = math.sqrt(6.0 / (d_model + d_k))            # Xavier uniform (per position)
+        bound = math.sqrt(6.0 / (d_model + d_k))  # Xavier uniform (per position)
         self.w_q = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
         self.w_k = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
         self.w_v = nn.Parameter(torch.empty(shape).uniform_(-bound, bound))
 
-    def forward(self, x: torch.Tensor,
-                mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """x ``(B, L, d_model)`` -> ``(output (B, L, d_k), weights (B, L, L))``."""
         check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
         if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape "
-                             f"{tuple(x.shape)}")
+            raise ValueError(
+                f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}"
+            )
         n = x.shape[1]
-        if self.n_positions is None:                        # shared: one W for every position
+        if self.n_positions is None:  # shared: one W for every position
             q, k, v = x @ self.w_q, x @ self.w_k, x @ self.w_v
         elif n > self.n_positions:
-            raise ValueError(f"x has {n} positions but this layer only has weights for "
-                             f"n_positions={self.n_positions}: per-position weights cannot "
-                             "handle longer sequences")
-        else:                                               # position l uses its own W[l]
+            raise ValueError(
+                f"x has {n} positions but this layer only has weights for "
+                f"n_positions={self.n_positions}: per-position weights cannot "
+                "handle longer sequences"
+            )
+        else:  # position l uses its own W[l]
             q = torch.einsum("bld,ldk->blk", x, self.w_q[:n])
             k = torch.einsum("bld,ldk->blk", x, self.w_k[:n])
             v = torch.einsum("bld,ldk->blk", x, self.w_v[:n])
         return scaled_dot_product_attention(q, k, v, mask)
 
     def extra_repr(self) -> str:
-        where = "shared" if self.n_positions is None else f"per position (n_positions={self.n_positions})"
+        where = (
+            "shared"
+            if self.n_positions is None
+            else f"per position (n_positions={self.n_positions})"
+        )
         return f"d_model={self.d_model}, d_k={self.d_k}, weights {where}"

@@ -68,20 +68,55 @@ TASK_NAMES = (*TASKS, "tsv")
 # The parser's own defaults are None, so that on --resume only the options given again
 # override the checkpoint's.
 TRAIN_DEFAULTS = {
-    "model": "transformer", "steps": None, "epochs": None, "max_seconds": None,
-    "batch_size": 64, "optimizer": "adamw", "lr": None, "schedule": None, "warmup": None,
-    "lr_scale": 0.7, "weight_decay": 0.01, "grad_clip": 1.0, "label_smoothing": 0.1,
-    "eval_every": 250, "eval_examples": 500, "log_every": 25,
+    "model": "transformer",
+    "steps": None,
+    "epochs": None,
+    "max_seconds": None,
+    "batch_size": 64,
+    "optimizer": "adamw",
+    "lr": None,
+    "schedule": None,
+    "warmup": None,
+    "lr_scale": 0.7,
+    "weight_decay": 0.01,
+    "grad_clip": 1.0,
+    "label_smoothing": 0.1,
+    "eval_every": 250,
+    "eval_examples": 500,
+    "log_every": 25,
     # the Transformer
-    "d_model": 64, "heads": 4, "layers": 1, "d_ff": 256, "dropout": 0.0, "norm_first": True,
+    "d_model": 64,
+    "heads": 4,
+    "layers": 1,
+    "d_ff": 256,
+    "dropout": 0.0,
+    "norm_first": True,
     # the RNNs
-    "emb": 64, "hidden": 128, "cell": "gru", "score": "additive", "bidirectional": False,
+    "emb": 64,
+    "hidden": 128,
+    "cell": "gru",
+    "score": "additive",
+    "bidirectional": False,
     # the data
-    "n_train": 20000, "n_val": 500, "n_test": 1000, "min_len": None, "max_len": None,
-    "n_symbols": None, "level": "word", "lower": False, "max_pairs": None, "encoding": "utf-8",
+    "n_train": 20000,
+    "n_val": 500,
+    "n_test": 1000,
+    "min_len": None,
+    "max_len": None,
+    "n_symbols": None,
+    "level": "word",
+    "lower": False,
+    "max_pairs": None,
+    "encoding": "utf-8",
     # the run
-    "device": "auto", "amp": None, "compile": False, "seed": 0, "threads": None,
-    "out": None, "quiet": False, "overwrite": False,
+    "device": "auto",
+    "amp": None,
+    "compile": False,
+    "seed": 0,
+    "threads": None,
+    "out": None,
+    "quiet": False,
+    "overwrite": False,
 }
 # model-dependent defaults: (schedule, lr, warmup, steps)
 MODEL_DEFAULTS = {
@@ -91,19 +126,44 @@ MODEL_DEFAULTS = {
 }
 # options a resumed run must keep (they decide the model, the data or the batch order)
 # (--data is checked by its content instead: see _find_data)
-FIXED_ON_RESUME = ("task", "model", "d_model", "heads", "layers", "d_ff", "norm_first",
-                   "emb", "hidden", "cell", "score", "bidirectional", "n_train", "n_val",
-                   "n_test", "min_len", "max_len", "n_symbols", "level", "lower", "max_pairs",
-                   "encoding", "seed", "batch_size")
+FIXED_ON_RESUME = (
+    "task",
+    "model",
+    "d_model",
+    "heads",
+    "layers",
+    "d_ff",
+    "norm_first",
+    "emb",
+    "hidden",
+    "cell",
+    "score",
+    "bidirectional",
+    "n_train",
+    "n_val",
+    "n_test",
+    "min_len",
+    "max_len",
+    "n_symbols",
+    "level",
+    "lower",
+    "max_pairs",
+    "encoding",
+    "seed",
+    "batch_size",
+)
 # options of this invocation only: a resumed run does not take them from the checkpoint
 PER_INVOCATION = ("device", "threads", "compile", "out", "quiet", "overwrite")
 SEQUENCE_TASKS = ("copy", "reverse", "sort")
 # options that mean something only for some models, tasks or schedules: refused elsewhere
 # rather than silently ignored. option -> (the option that decides, the values it applies to)
 APPLIES_TO = {
-    **dict.fromkeys(("d_model", "heads", "layers", "d_ff", "norm_first"),
-                    ("model", ("transformer",))),
-    **dict.fromkeys(("emb", "hidden", "cell", "bidirectional"), ("model", ("rnn", "rnn-attention"))),
+    **dict.fromkeys(
+        ("d_model", "heads", "layers", "d_ff", "norm_first"), ("model", ("transformer",))
+    ),
+    **dict.fromkeys(
+        ("emb", "hidden", "cell", "bidirectional"), ("model", ("rnn", "rnn-attention"))
+    ),
     "score": ("model", ("rnn-attention",)),
     **dict.fromkeys(("n_train", "n_val", "n_test"), ("task", (*TASKS,))),
     **dict.fromkeys(("min_len", "n_symbols"), ("task", SEQUENCE_TASKS)),
@@ -113,10 +173,16 @@ APPLIES_TO = {
     "lr_scale": ("schedule", ("noam",)),
 }
 # the files a run writes into --out (and evaluate beside the checkpoint)
-RUN_FILES = ("checkpoint.pt", "metrics.json", "history.csv", "loss.png", "attention.png",
-             "evaluation.json")
+RUN_FILES = (
+    "checkpoint.pt",
+    "metrics.json",
+    "history.csv",
+    "loss.png",
+    "attention.png",
+    "evaluation.json",
+)
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143                   # 128 + SIGINT, 128 + SIGTERM
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT, 128 + SIGTERM
 EXIT_CODES_HELP = """\
 exit status:
   0    done
@@ -134,6 +200,7 @@ exit status:
 # --------------------------------------------------------------------------------------------
 # argument parsing
 # --------------------------------------------------------------------------------------------
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument error is one line (not the whole usage) and exit status 2."""
@@ -187,10 +254,12 @@ def _lengths(text: str) -> list[int]:
         values = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"must be comma-separated positive integers such as 5,10,20, got {text!r}") from None
+            f"must be comma-separated positive integers such as 5,10,20, got {text!r}"
+        ) from None
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(
-            f"must be comma-separated positive integers such as 5,10,20, got {text!r}")
+            f"must be comma-separated positive integers such as 5,10,20, got {text!r}"
+        )
     return sorted(set(values))
 
 
@@ -199,7 +268,8 @@ def _default(name: str) -> str:
     return f" (default: {value})" if value is not None else ""
 
 
-TRAIN_EXAMPLES = """\
+TRAIN_EXAMPLES = (
+    """\
 examples:
   python -m attnbook train --task dates --model transformer --max-seconds 60 --out runs/dates
   python -m attnbook train --task reverse --model rnn-attention --steps 3000 --hidden 256
@@ -215,9 +285,12 @@ checkpoint; options given again override it, and each change is printed. --devic
 unless --overwrite. Ctrl-C or SIGTERM saves a checkpoint and exits; --resume continues
 exactly from it.
 
-""" + EXIT_CODES_HELP
+"""
+    + EXIT_CODES_HELP
+)
 
-EVALUATE_EXAMPLES = """\
+EVALUATE_EXAMPLES = (
+    """\
 examples:
   python -m attnbook evaluate --checkpoint runs/reverse/checkpoint.pt --lengths 5,10,20,40
   python -m attnbook evaluate --checkpoint runs/dates/checkpoint.pt --beam 4
@@ -227,185 +300,383 @@ lengths beyond the training range show how the model extrapolates). dates/tsv: t
 grouped by source length: the column "L" holds sources longer than the previous bound and at
 most L tokens long. The table is also written to evaluation.json beside the checkpoint.
 
-""" + EXIT_CODES_HELP
+"""
+    + EXIT_CODES_HELP
+)
 
-TRANSLATE_EXAMPLES = """\
+TRANSLATE_EXAMPLES = (
+    """\
 examples:
   python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "Wednesday 9 May 2018"
   python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "9.5.2018" \\
       --attention-png attention.png --beam 4
 
-""" + EXIT_CODES_HELP
+"""
+    + EXIT_CODES_HELP
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m attnbook``: subcommands train, evaluate, translate."""
-    parser = _Parser(prog="python -m attnbook",
-                     description="Train, evaluate and run the seq2seq models of the book "
-                                 "'Attention, from the ground up'.",
-                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                     epilog="run 'python -m attnbook COMMAND --help' for a command's options "
-                            "and examples\n\n" + EXIT_CODES_HELP)
+    parser = _Parser(
+        prog="python -m attnbook",
+        description="Train, evaluate and run the seq2seq models of the book "
+        "'Attention, from the ground up'.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="run 'python -m attnbook COMMAND --help' for a command's options "
+        "and examples\n\n" + EXIT_CODES_HELP,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
 
     # ---------------------------------------------------------------- train
-    t = sub.add_parser("train", help="train a model on a task", formatter_class=fmt,
-                       description="Train an RNN or Transformer seq2seq model on a synthetic "
-                                   "task or your own tab-separated sentence pairs.",
-                       epilog=TRAIN_EXAMPLES)
+    t = sub.add_parser(
+        "train",
+        help="train a model on a task",
+        formatter_class=fmt,
+        description="Train an RNN or Transformer seq2seq model on a synthetic "
+        "task or your own tab-separated sentence pairs.",
+        epilog=TRAIN_EXAMPLES,
+    )
     g = t.add_argument_group("task and data")
-    g.add_argument("--task", choices=TASK_NAMES,
-                   help="copy, reverse, sort (letter sequences), dates (human dates -> ISO) or "
-                        "tsv (your own source<TAB>target file, --data); required unless "
-                        "--resume")
-    g.add_argument("--data", metavar="FILE",
-                   help="the .tsv file for --task tsv; on --resume, the run's file if it moved "
-                        "(or, knowingly, a changed one)")
-    g.add_argument("--encoding", metavar="NAME",
-                   help="tsv: the file's text encoding, e.g. latin-1 or cp1252"
-                        + _default("encoding"))
-    g.add_argument("--n-train", type=_positive_int, metavar="N",
-                   help="training pairs of a synthetic task" + _default("n_train"))
-    g.add_argument("--n-val", type=_natural_int, metavar="N",
-                   help="validation pairs (evaluated during training)" + _default("n_val"))
-    g.add_argument("--n-test", type=_natural_int, metavar="N",
-                   help="held-out test pairs (scored at the end)" + _default("n_test"))
-    g.add_argument("--min-len", type=_positive_int, metavar="N",
-                   help="copy/reverse/sort: shortest input (default 3)")
-    g.add_argument("--max-len", type=_positive_int, metavar="N",
-                   help="copy/reverse/sort: longest input (default 10); tsv: longest sentence "
-                        "in tokens (default 50)")
-    g.add_argument("--n-symbols", type=_positive_int, metavar="N",
-                   help="copy/reverse/sort: alphabet size, at most 26 (default 10)")
-    g.add_argument("--level", choices=("word", "char"),
-                   help="tsv: word- or character-level vocabulary" + _default("level"))
-    g.add_argument("--lower", action="store_true", default=None,
-                   help="tsv: lower-case the text")
-    g.add_argument("--max-pairs", type=_positive_int, metavar="N",
-                   help="tsv: read at most N pairs of the file")
+    g.add_argument(
+        "--task",
+        choices=TASK_NAMES,
+        help="copy, reverse, sort (letter sequences), dates (human dates -> ISO) or "
+        "tsv (your own source<TAB>target file, --data); required unless "
+        "--resume",
+    )
+    g.add_argument(
+        "--data",
+        metavar="FILE",
+        help="the .tsv file for --task tsv; on --resume, the run's file if it moved "
+        "(or, knowingly, a changed one)",
+    )
+    g.add_argument(
+        "--encoding",
+        metavar="NAME",
+        help="tsv: the file's text encoding, e.g. latin-1 or cp1252" + _default("encoding"),
+    )
+    g.add_argument(
+        "--n-train",
+        type=_positive_int,
+        metavar="N",
+        help="training pairs of a synthetic task" + _default("n_train"),
+    )
+    g.add_argument(
+        "--n-val",
+        type=_natural_int,
+        metavar="N",
+        help="validation pairs (evaluated during training)" + _default("n_val"),
+    )
+    g.add_argument(
+        "--n-test",
+        type=_natural_int,
+        metavar="N",
+        help="held-out test pairs (scored at the end)" + _default("n_test"),
+    )
+    g.add_argument(
+        "--min-len",
+        type=_positive_int,
+        metavar="N",
+        help="copy/reverse/sort: shortest input (default 3)",
+    )
+    g.add_argument(
+        "--max-len",
+        type=_positive_int,
+        metavar="N",
+        help="copy/reverse/sort: longest input (default 10); tsv: longest sentence "
+        "in tokens (default 50)",
+    )
+    g.add_argument(
+        "--n-symbols",
+        type=_positive_int,
+        metavar="N",
+        help="copy/reverse/sort: alphabet size, at most 26 (default 10)",
+    )
+    g.add_argument(
+        "--level",
+        choices=("word", "char"),
+        help="tsv: word- or character-level vocabulary" + _default("level"),
+    )
+    g.add_argument("--lower", action="store_true", default=None, help="tsv: lower-case the text")
+    g.add_argument(
+        "--max-pairs", type=_positive_int, metavar="N", help="tsv: read at most N pairs of the file"
+    )
 
     g = t.add_argument_group("model")
-    g.add_argument("--model", choices=MODELS,
-                   help="rnn (fixed context vector), rnn-attention (RNN with attention) or "
-                        "transformer" + _default("model"))
-    g.add_argument("--d-model", type=_positive_int, metavar="N",
-                   help="transformer: model width" + _default("d_model"))
-    g.add_argument("--heads", type=_positive_int, metavar="N",
-                   help="transformer: attention heads" + _default("heads"))
-    g.add_argument("--layers", type=_positive_int, metavar="N",
-                   help="transformer: encoder layers = decoder layers" + _default("layers"))
-    g.add_argument("--d-ff", type=_positive_int, metavar="N",
-                   help="transformer: feed-forward width" + _default("d_ff"))
-    g.add_argument("--norm-first", action=argparse.BooleanOptionalAction, default=None,
-                   help="transformer: pre-LN (trains faster at these sizes); --no-norm-first "
-                        "is the paper's post-LN" + _default("norm_first"))
-    g.add_argument("--emb", type=_positive_int, metavar="N",
-                   help="rnn: embedding size" + _default("emb"))
-    g.add_argument("--hidden", type=_positive_int, metavar="N",
-                   help="rnn: hidden state size" + _default("hidden"))
+    g.add_argument(
+        "--model",
+        choices=MODELS,
+        help="rnn (fixed context vector), rnn-attention (RNN with attention) or "
+        "transformer" + _default("model"),
+    )
+    g.add_argument(
+        "--d-model",
+        type=_positive_int,
+        metavar="N",
+        help="transformer: model width" + _default("d_model"),
+    )
+    g.add_argument(
+        "--heads",
+        type=_positive_int,
+        metavar="N",
+        help="transformer: attention heads" + _default("heads"),
+    )
+    g.add_argument(
+        "--layers",
+        type=_positive_int,
+        metavar="N",
+        help="transformer: encoder layers = decoder layers" + _default("layers"),
+    )
+    g.add_argument(
+        "--d-ff",
+        type=_positive_int,
+        metavar="N",
+        help="transformer: feed-forward width" + _default("d_ff"),
+    )
+    g.add_argument(
+        "--norm-first",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="transformer: pre-LN (trains faster at these sizes); --no-norm-first "
+        "is the paper's post-LN" + _default("norm_first"),
+    )
+    g.add_argument(
+        "--emb", type=_positive_int, metavar="N", help="rnn: embedding size" + _default("emb")
+    )
+    g.add_argument(
+        "--hidden",
+        type=_positive_int,
+        metavar="N",
+        help="rnn: hidden state size" + _default("hidden"),
+    )
     g.add_argument("--cell", choices=("gru", "lstm", "rnn"), help="rnn: cell" + _default("cell"))
-    g.add_argument("--score", choices=("additive", "dot", "general", "scaled_dot"),
-                   help="rnn-attention: alignment score" + _default("score"))
-    g.add_argument("--bidirectional", action="store_true", default=None,
-                   help="rnn: bidirectional encoder")
+    g.add_argument(
+        "--score",
+        choices=("additive", "dot", "general", "scaled_dot"),
+        help="rnn-attention: alignment score" + _default("score"),
+    )
+    g.add_argument(
+        "--bidirectional", action="store_true", default=None, help="rnn: bidirectional encoder"
+    )
     g.add_argument("--dropout", type=_fraction, metavar="P", help="dropout" + _default("dropout"))
 
     g = t.add_argument_group("optimisation")
     length = g.add_mutually_exclusive_group()
-    length.add_argument("--steps", type=_positive_int, metavar="N",
-                        help="total updates (default 2000 unless --epochs)")
-    length.add_argument("--epochs", type=_positive_int, metavar="N",
-                        help="passes over the training data, instead of --steps")
-    g.add_argument("--max-seconds", type=_positive_float, metavar="S",
-                   help="stop after S seconds of training (evaluations included), or when "
-                        "--steps/--epochs are done if that comes first")
-    g.add_argument("--batch-size", type=_positive_int, metavar="N",
-                   help="pairs per update, over all processes" + _default("batch_size"))
+    length.add_argument(
+        "--steps",
+        type=_positive_int,
+        metavar="N",
+        help="total updates (default 2000 unless --epochs)",
+    )
+    length.add_argument(
+        "--epochs",
+        type=_positive_int,
+        metavar="N",
+        help="passes over the training data, instead of --steps",
+    )
+    g.add_argument(
+        "--max-seconds",
+        type=_positive_float,
+        metavar="S",
+        help="stop after S seconds of training (evaluations included), or when "
+        "--steps/--epochs are done if that comes first",
+    )
+    g.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        metavar="N",
+        help="pairs per update, over all processes" + _default("batch_size"),
+    )
     g.add_argument("--optimizer", choices=OPTIMIZERS, help="optimiser" + _default("optimizer"))
-    g.add_argument("--schedule", choices=SCHEDULES,
-                   help="learning-rate schedule: noam (the paper's warm-up, 1/sqrt(step) "
-                        "decay), constant, or cosine (warm-up, then a cosine decay to 0.1 lr "
-                        "at the last step) (default: cosine, which ends cleaner on short runs: "
-                        "see benchmarks/results/train_speed.md)")
-    g.add_argument("--lr", type=_positive_float,
-                   help="peak learning rate of constant/cosine (default 3e-3)")
-    g.add_argument("--lr-scale", type=_positive_float, metavar="F",
-                   help="noam: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
-                        + _default("lr_scale"))
-    g.add_argument("--warmup", type=_natural_int, metavar="N",
-                   help="warm-up steps (default: 100 for the transformer, 50 for the RNNs)")
-    g.add_argument("--weight-decay", type=float, metavar="W",
-                   help="AdamW weight decay" + _default("weight_decay"))
-    g.add_argument("--grad-clip", type=_positive_float, metavar="NORM",
-                   help="clip the gradient norm" + _default("grad_clip"))
-    g.add_argument("--label-smoothing", type=_fraction, metavar="EPS",
-                   help="label smoothing" + _default("label_smoothing"))
-    g.add_argument("--eval-every", type=_positive_int, metavar="N",
-                   help="evaluate (and save a checkpoint) every N steps" + _default("eval_every"))
-    g.add_argument("--eval-examples", type=_positive_int, metavar="N",
-                   help="validation pairs decoded at each evaluation" + _default("eval_examples"))
-    g.add_argument("--log-every", type=_positive_int, metavar="N",
-                   help="a history row every N steps" + _default("log_every"))
+    g.add_argument(
+        "--schedule",
+        choices=SCHEDULES,
+        help="learning-rate schedule: noam (the paper's warm-up, 1/sqrt(step) "
+        "decay), constant, or cosine (warm-up, then a cosine decay to 0.1 lr "
+        "at the last step) (default: cosine, which ends cleaner on short runs: "
+        "see benchmarks/results/train_speed.md)",
+    )
+    g.add_argument(
+        "--lr", type=_positive_float, help="peak learning rate of constant/cosine (default 3e-3)"
+    )
+    g.add_argument(
+        "--lr-scale",
+        type=_positive_float,
+        metavar="F",
+        help="noam: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
+        + _default("lr_scale"),
+    )
+    g.add_argument(
+        "--warmup",
+        type=_natural_int,
+        metavar="N",
+        help="warm-up steps (default: 100 for the transformer, 50 for the RNNs)",
+    )
+    g.add_argument(
+        "--weight-decay",
+        type=float,
+        metavar="W",
+        help="AdamW weight decay" + _default("weight_decay"),
+    )
+    g.add_argument(
+        "--grad-clip",
+        type=_positive_float,
+        metavar="NORM",
+        help="clip the gradient norm" + _default("grad_clip"),
+    )
+    g.add_argument(
+        "--label-smoothing",
+        type=_fraction,
+        metavar="EPS",
+        help="label smoothing" + _default("label_smoothing"),
+    )
+    g.add_argument(
+        "--eval-every",
+        type=_positive_int,
+        metavar="N",
+        help="evaluate (and save a checkpoint) every N steps" + _default("eval_every"),
+    )
+    g.add_argument(
+        "--eval-examples",
+        type=_positive_int,
+        metavar="N",
+        help="validation pairs decoded at each evaluation" + _default("eval_examples"),
+    )
+    g.add_argument(
+        "--log-every",
+        type=_positive_int,
+        metavar="N",
+        help="a history row every N steps" + _default("log_every"),
+    )
 
     g = t.add_argument_group("run")
-    g.add_argument("--device", choices=DEVICES,
-                   help="auto = cuda, then mps, then cpu" + _default("device"))
-    g.add_argument("--amp", action=argparse.BooleanOptionalAction, default=None,
-                   help="mixed precision (default: on for CUDA, off elsewhere; on the CPU it "
-                        "autocasts to bfloat16)")
-    g.add_argument("--compile", action="store_true", default=None,
-                   help="torch.compile the model for training (minutes of compiling on a "
-                        "CPU; worth it for long GPU runs)")
+    g.add_argument(
+        "--device", choices=DEVICES, help="auto = cuda, then mps, then cpu" + _default("device")
+    )
+    g.add_argument(
+        "--amp",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="mixed precision (default: on for CUDA, off elsewhere; on the CPU it "
+        "autocasts to bfloat16)",
+    )
+    g.add_argument(
+        "--compile",
+        action="store_true",
+        default=None,
+        help="torch.compile the model for training (minutes of compiling on a "
+        "CPU; worth it for long GPU runs)",
+    )
     g.add_argument("--seed", type=_natural_int, help="random seed" + _default("seed"))
-    g.add_argument("--threads", type=_positive_int, metavar="N",
-                   help="torch CPU threads (default: torch's choice)")
-    g.add_argument("--out", metavar="DIR",
-                   help="output folder (default: runs/TASK-MODEL; on --resume the "
-                        "checkpoint's folder)")
-    g.add_argument("--resume", metavar="CHECKPOINT",
-                   help="continue a run from its checkpoint.pt, exactly where it stopped")
-    g.add_argument("--overwrite", action="store_true", default=None,
-                   help="replace the run that --out already holds (refused without it)")
-    g.add_argument("--quiet", action="store_true", default=None,
-                   help="no progress bar or log lines")
+    g.add_argument(
+        "--threads",
+        type=_positive_int,
+        metavar="N",
+        help="torch CPU threads (default: torch's choice)",
+    )
+    g.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output folder (default: runs/TASK-MODEL; on --resume the checkpoint's folder)",
+    )
+    g.add_argument(
+        "--resume",
+        metavar="CHECKPOINT",
+        help="continue a run from its checkpoint.pt, exactly where it stopped",
+    )
+    g.add_argument(
+        "--overwrite",
+        action="store_true",
+        default=None,
+        help="replace the run that --out already holds (refused without it)",
+    )
+    g.add_argument(
+        "--quiet", action="store_true", default=None, help="no progress bar or log lines"
+    )
     t.set_defaults(func=cmd_train)
 
     # ---------------------------------------------------------------- evaluate
-    e = sub.add_parser("evaluate", help="exact-match accuracy by input length",
-                       formatter_class=fmt, epilog=EVALUATE_EXAMPLES,
-                       description="Greedy-decode (or beam-search) held-out inputs and print "
-                                   "exact-match accuracy by input length.")
-    e.add_argument("--checkpoint", required=True, metavar="FILE",
-                   help="a checkpoint.pt written by 'train'")
-    e.add_argument("--lengths", type=_lengths, default=[5, 10, 20, 40], metavar="L1,L2,...",
-                   help="input lengths (default: 5,10,20,40)")
-    e.add_argument("--n-per-length", type=_positive_int, default=100, metavar="N",
-                   help="copy/reverse/sort: fresh inputs per length (default: 100)")
-    e.add_argument("--beam", type=_positive_int, default=1, metavar="K",
-                   help="beam size; 1 = greedy decoding (default: 1)")
-    e.add_argument("--batch-size", type=_positive_int, default=256, metavar="N",
-                   help="inputs decoded together (default: 256)")
-    e.add_argument("--data", metavar="FILE",
-                   help="tsv runs: the run's data file, if it is no longer where it was")
+    e = sub.add_parser(
+        "evaluate",
+        help="exact-match accuracy by input length",
+        formatter_class=fmt,
+        epilog=EVALUATE_EXAMPLES,
+        description="Greedy-decode (or beam-search) held-out inputs and print "
+        "exact-match accuracy by input length.",
+    )
+    e.add_argument(
+        "--checkpoint", required=True, metavar="FILE", help="a checkpoint.pt written by 'train'"
+    )
+    e.add_argument(
+        "--lengths",
+        type=_lengths,
+        default=[5, 10, 20, 40],
+        metavar="L1,L2,...",
+        help="input lengths (default: 5,10,20,40)",
+    )
+    e.add_argument(
+        "--n-per-length",
+        type=_positive_int,
+        default=100,
+        metavar="N",
+        help="copy/reverse/sort: fresh inputs per length (default: 100)",
+    )
+    e.add_argument(
+        "--beam",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="beam size; 1 = greedy decoding (default: 1)",
+    )
+    e.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=256,
+        metavar="N",
+        help="inputs decoded together (default: 256)",
+    )
+    e.add_argument(
+        "--data",
+        metavar="FILE",
+        help="tsv runs: the run's data file, if it is no longer where it was",
+    )
     e.add_argument("--device", choices=DEVICES, default="auto", help="(default: auto)")
     e.set_defaults(func=cmd_evaluate)
 
     # ---------------------------------------------------------------- translate
-    r = sub.add_parser("translate", help="run a trained model on your input",
-                       formatter_class=fmt, epilog=TRANSLATE_EXAMPLES,
-                       description="Decode each TEXT with a trained model and print the "
-                                   "output, one line each.")
+    r = sub.add_parser(
+        "translate",
+        help="run a trained model on your input",
+        formatter_class=fmt,
+        epilog=TRANSLATE_EXAMPLES,
+        description="Decode each TEXT with a trained model and print the output, one line each.",
+    )
     r.add_argument("text", nargs="+", metavar="TEXT", help="the input(s), quoted")
-    r.add_argument("--checkpoint", required=True, metavar="FILE",
-                   help="a checkpoint.pt written by 'train'")
-    r.add_argument("--beam", type=_positive_int, default=1, metavar="K",
-                   help="beam size; 1 = greedy decoding (default: 1)")
-    r.add_argument("--max-len", type=_positive_int, default=None, metavar="N",
-                   help="longest output in tokens (default: twice the input, plus 10)")
-    r.add_argument("--attention-png", metavar="FILE",
-                   help="save the cross-attention heatmap (the last layer, averaged over heads "
-                        "for the transformer); with several inputs FILE gets _1, _2, ...")
+    r.add_argument(
+        "--checkpoint", required=True, metavar="FILE", help="a checkpoint.pt written by 'train'"
+    )
+    r.add_argument(
+        "--beam",
+        type=_positive_int,
+        default=1,
+        metavar="K",
+        help="beam size; 1 = greedy decoding (default: 1)",
+    )
+    r.add_argument(
+        "--max-len",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="longest output in tokens (default: twice the input, plus 10)",
+    )
+    r.add_argument(
+        "--attention-png",
+        metavar="FILE",
+        help="save the cross-attention heatmap (the last layer, averaged over heads "
+        "for the transformer); with several inputs FILE gets _1, _2, ...",
+    )
     r.add_argument("--device", choices=DEVICES, default="auto", help="(default: auto)")
     r.set_defaults(func=cmd_translate)
     return parser
@@ -415,14 +686,26 @@ def build_parser() -> argparse.ArgumentParser:
 # models and data from options
 # --------------------------------------------------------------------------------------------
 
+
 def _model_kwargs(o: dict) -> dict:
     if o["model"] == "transformer":
-        return {"d_model": o["d_model"], "n_heads": o["heads"], "n_layers": o["layers"],
-                "d_ff": o["d_ff"], "dropout": o["dropout"], "norm_first": o["norm_first"],
-                "max_len": 512}
-    return {"emb_dim": o["emb"], "hidden_dim": o["hidden"], "cell": o["cell"],
-            "bidirectional": o["bidirectional"], "dropout": o["dropout"],
-            "attention": o["score"] if o["model"] == "rnn-attention" else None}
+        return {
+            "d_model": o["d_model"],
+            "n_heads": o["heads"],
+            "n_layers": o["layers"],
+            "d_ff": o["d_ff"],
+            "dropout": o["dropout"],
+            "norm_first": o["norm_first"],
+            "max_len": 512,
+        }
+    return {
+        "emb_dim": o["emb"],
+        "hidden_dim": o["hidden"],
+        "cell": o["cell"],
+        "bidirectional": o["bidirectional"],
+        "dropout": o["dropout"],
+        "attention": o["score"] if o["model"] == "rnn-attention" else None,
+    }
 
 
 def build_model(kind: str, src_vocab_size: int, tgt_vocab_size: int, kwargs: dict):
@@ -431,15 +714,21 @@ def build_model(kind: str, src_vocab_size: int, tgt_vocab_size: int, kwargs: dic
         raise ValueError(f"kind must be one of {MODELS}, got {kind!r}")
     if kind == "transformer":
         from .transformer import Transformer
+
         return Transformer(src_vocab_size, tgt_vocab_size, **kwargs)
     from .rnn import Seq2Seq
+
     return Seq2Seq(src_vocab_size, tgt_vocab_size, **kwargs)
 
 
 def _task_kwargs(o: dict) -> dict:
     if o["task"] == "tsv":
-        kw = {"path": str(Path(o["data"]).resolve()), "level": o["level"], "lower": o["lower"],
-              "seed": o["seed"]}
+        kw = {
+            "path": str(Path(o["data"]).resolve()),
+            "level": o["level"],
+            "lower": o["lower"],
+            "seed": o["seed"],
+        }
         kw.update({k: o[k] for k in ("max_len", "max_pairs") if o[k] is not None})
         if (o.get("encoding") or "utf-8") != "utf-8":
             kw["encoding"] = o["encoding"]
@@ -457,7 +746,7 @@ def _build_task(name: str, kwargs: dict):
             raise FileNotFoundError(f"the data file {path} does not exist")
         try:
             return load_tsv(path, **kw)
-        except OSError as err:                 # unreadable: permissions, a device error
+        except OSError as err:  # unreadable: permissions, a device error
             raise ValueError(f"--data {path}: cannot read it ({err.strerror or err})") from err
     kw = dict(kwargs)
     return make_task(name, kw.pop("n_train"), kw.pop("n_val"), kw.pop("n_test"), **kw)
@@ -466,16 +755,19 @@ def _build_task(name: str, kwargs: dict):
 def _model_from_checkpoint(ckpt: dict, path, device: torch.device):
     meta = ckpt.get("meta") or {}
     if "model" not in meta or "model_kwargs" not in meta:
-        raise CheckpointError(f"{path} was not written by 'python -m attnbook train' (it does "
-                              "not say which model it holds)")
+        raise CheckpointError(
+            f"{path} was not written by 'python -m attnbook train' (it does "
+            "not say which model it holds)"
+        )
     src_vocab = Vocab.from_dict(ckpt["vocab"]["src"])
     tgt_vocab = Vocab.from_dict(ckpt["vocab"]["tgt"])
     model = build_model(meta["model"], len(src_vocab), len(tgt_vocab), meta["model_kwargs"])
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as err:
-        raise CheckpointError(f"{path}: its weights do not fit a {meta['model']} with "
-                              f"{meta['model_kwargs']}") from err
+        raise CheckpointError(
+            f"{path}: its weights do not fit a {meta['model']} with {meta['model_kwargs']}"
+        ) from err
     return model.to(device).eval(), src_vocab, tgt_vocab, meta
 
 
@@ -488,23 +780,31 @@ def _normalise_input(text: str, vocab: Vocab, meta: dict) -> str:
 
 def _decode(model, src, beam: int, max_len: int, return_attention: bool = False):
     if beam == 1:
-        return greedy_decode(model, src, bos_id=BOS, eos_id=EOS, max_len=max_len,
-                             return_attention=return_attention)
-    return beam_search(model, src, bos_id=BOS, eos_id=EOS, max_len=max_len, beam_size=beam,
-                       return_attention=return_attention)
+        return greedy_decode(
+            model, src, bos_id=BOS, eos_id=EOS, max_len=max_len, return_attention=return_attention
+        )
+    return beam_search(
+        model,
+        src,
+        bos_id=BOS,
+        eos_id=EOS,
+        max_len=max_len,
+        beam_size=beam,
+        return_attention=return_attention,
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # train
 # --------------------------------------------------------------------------------------------
 
+
 def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None, list]:
     """The run's options: defaults <- the checkpoint's (on --resume) <- the command line.
 
     Returns the options, the checkpoint (None unless --resume) and, on --resume, the settings
     the command line changes as ``(option, before, now)``."""
-    given = {k: v for k, v in vars(args).items()
-             if k in TRAIN_DEFAULTS or k in ("task", "data")}
+    given = {k: v for k, v in vars(args).items() if k in TRAIN_DEFAULTS or k in ("task", "data")}
     given = {k: v for k, v in given.items() if v is not None}
     ckpt, changes = None, []
     options = {**TRAIN_DEFAULTS, "task": None, "data": None}
@@ -512,21 +812,28 @@ def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None,
         ckpt = load_checkpoint(args.resume)
         before = (ckpt.get("meta") or {}).get("options")
         if before is None:
-            raise CheckpointError(f"{args.resume} was not written by 'python -m attnbook "
-                                  "train', so it cannot be resumed from the command line")
+            raise CheckpointError(
+                f"{args.resume} was not written by 'python -m attnbook "
+                "train', so it cannot be resumed from the command line"
+            )
         for key in FIXED_ON_RESUME:
             if key in given and given[key] != before.get(key):
                 flag = "--" + key.replace("_", "-")
-                raise CheckpointError(f"{args.resume} was trained with {flag} "
-                                      f"{before.get(key)}, not {given[key]}; a resumed run "
-                                      "keeps the model, the data and the seed")
+                raise CheckpointError(
+                    f"{args.resume} was trained with {flag} "
+                    f"{before.get(key)}, not {given[key]}; a resumed run "
+                    "keeps the model, the data and the seed"
+                )
         options.update({k: v for k, v in before.items() if k not in PER_INVOCATION})
-        if "steps" in given or "epochs" in given:       # a new length replaces the old one
+        if "steps" in given or "epochs" in given:  # a new length replaces the old one
             options.update(steps=None, epochs=None)
         if "out" not in given:
             options["out"] = str(Path(args.resume).parent)
-        changes = [(k, before.get(k), v) for k, v in given.items()
-                   if k not in PER_INVOCATION and k != "data" and before.get(k) != v]
+        changes = [
+            (k, before.get(k), v)
+            for k, v in given.items()
+            if k not in PER_INVOCATION and k != "data" and before.get(k) != v
+        ]
     options.update(given)
     if options["task"] is None:
         raise ValueError("--task is required (or --resume CHECKPOINT)")
@@ -539,8 +846,10 @@ def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None,
     try:
         codecs.lookup(options["encoding"])
     except LookupError:
-        raise ValueError(f"--encoding {options['encoding']}: not a text encoding Python "
-                         "knows (utf-8, latin-1, cp1252, utf-16, ...)") from None
+        raise ValueError(
+            f"--encoding {options['encoding']}: not a text encoding Python "
+            "knows (utf-8, latin-1, cp1252, utf-16, ...)"
+        ) from None
     if options["task"] == "tsv":
         if ckpt is not None:
             options["data"] = str(_find_data(ckpt, args.resume, given.get("data")))
@@ -560,14 +869,15 @@ def _refuse_what_does_not_apply(given: dict, options: dict) -> None:
             continue
         decider, values = APPLIES_TO[key]
         if options[decider] not in values:
-            raise ValueError(f"--{key.replace('_', '-')} applies to --{decider} "
-                             f"{'/'.join(values)}, not to --{decider} {options[decider]}")
+            raise ValueError(
+                f"--{key.replace('_', '-')} applies to --{decider} "
+                f"{'/'.join(values)}, not to --{decider} {options[decider]}"
+            )
 
 
 def _check_data_file(path: Path) -> None:
     if path.is_dir():
-        raise ValueError(f"--data {path}: is a folder; it wants a file of source<TAB>target "
-                         "lines")
+        raise ValueError(f"--data {path}: is a folder; it wants a file of source<TAB>target lines")
     if not path.is_file():
         raise FileNotFoundError(f"--data {path}: no such file")
     if not os.access(path, os.R_OK):
@@ -587,9 +897,12 @@ def _find_data(ckpt: dict, ckpt_path, given: str | None) -> Path:
         path = Path(given)
         _check_data_file(path)
         if digest and file_sha256(path) != digest:
-            print(f"warning: --data {path} is not the file this run was trained on (sha256 "
-                  f"{file_sha256(path)[:12]}, not {digest[:12]}): its train/validation/test "
-                  "split differs, so test pairs may now be in training", file=sys.stderr)
+            print(
+                f"warning: --data {path} is not the file this run was trained on (sha256 "
+                f"{file_sha256(path)[:12]}, not {digest[:12]}): its train/validation/test "
+                "split differs, so test pairs may now be in training",
+                file=sys.stderr,
+            )
         return path
     candidates = [Path(stored["path"])] if stored.get("path") else []
     if stored.get("relative"):
@@ -603,10 +916,13 @@ def _find_data(ckpt: dict, ckpt_path, given: str | None) -> Path:
                     f"the run's data file {path} has changed since it was trained (sha256 "
                     f"{digest[:12]} then, {file_sha256(path)[:12]} now): its split would "
                     "differ and test pairs could leak into training; restore the file, or pass "
-                    f"--data {path} to use it as it is now")
+                    f"--data {path} to use it as it is now"
+                )
             return path
-    raise CheckpointError(f"the run's data file is not at {' nor at '.join(map(str, dict.fromkeys(candidates)))}; pass "
-                          "--data FILE to say where it is now")
+    places = " nor at ".join(map(str, dict.fromkeys(candidates)))
+    raise CheckpointError(
+        f"the run's data file is not at {places}; pass --data FILE to say where it is now"
+    )
 
 
 def _data_identity(path: str, out: Path) -> dict:
@@ -614,7 +930,7 @@ def _data_identity(path: str, out: Path) -> dict:
     folder, and its content's hash."""
     path = Path(path).resolve()
     identity = {"path": str(path), "sha256": file_sha256(path)}
-    with contextlib.suppress(ValueError):             # another drive (Windows)
+    with contextlib.suppress(ValueError):  # another drive (Windows)
         identity["relative"] = os.path.relpath(path, out.resolve())
     return identity
 
@@ -635,9 +951,11 @@ def _check_lengths_fit(task, model, options: dict) -> None:
     tgt = max(len(task.tgt_vocab.tokenize(t)) for _, t in split) + 1
     if max(src, tgt) > limit:
         side = "source" if src >= tgt else "target (+1 for <bos>)"
-        raise ValueError(f"--max-len {options['max_len']}: the data hold a {side} of "
-                         f"{max(src, tgt)} tokens, but a {options['model']} reads at most "
-                         f"{limit} positions; use --max-len {limit - 1} or less")
+        raise ValueError(
+            f"--max-len {options['max_len']}: the data hold a {side} of "
+            f"{max(src, tgt)} tokens, but a {options['model']} reads at most "
+            f"{limit} positions; use --max-len {limit - 1} or less"
+        )
 
 
 def _check_out(out: Path, overwrite: bool, resume: str | None) -> list[str]:
@@ -655,13 +973,20 @@ def _check_out(out: Path, overwrite: bool, resume: str | None) -> list[str]:
     held = [name for name in RUN_FILES if (out / name).exists()]
     same = resume is not None and out.resolve() == Path(resume).resolve().parent
     if same and overwrite:
-        raise ValueError(f"--overwrite would delete the checkpoint that --resume {resume} "
-                         "continues; leave --overwrite out, or give another --out")
+        raise ValueError(
+            f"--overwrite would delete the checkpoint that --resume {resume} "
+            "continues; leave --overwrite out, or give another --out"
+        )
     if held and not same and not overwrite:
-        hint = (f", or --resume {out / 'checkpoint.pt'} to continue it"
-                if "checkpoint.pt" in held else "")
-        raise ValueError(f"--out {out} already holds a run ({', '.join(held)}); pass "
-                         f"--overwrite to replace it{hint}")
+        hint = (
+            f", or --resume {out / 'checkpoint.pt'} to continue it"
+            if "checkpoint.pt" in held
+            else ""
+        )
+        raise ValueError(
+            f"--out {out} already holds a run ({', '.join(held)}); pass "
+            f"--overwrite to replace it{hint}"
+        )
     return held if overwrite else []
 
 
@@ -683,9 +1008,15 @@ def _lr_changes(trainer: Trainer, ckpt: dict) -> list[tuple]:
     """The step budget and learning rate of the next update, before and after a resume's
     options (a longer run restarts the tail of a cosine schedule, say)."""
     old = TrainConfig.from_dict(ckpt["config"], device=trainer.config.device)
-    old_total = (old.steps if old.steps is not None else
-                 old.epochs * len(trainer.order) if old.epochs is not None else
-                 None if old.max_seconds is not None else 1000)
+    old_total = (
+        old.steps
+        if old.steps is not None
+        else old.epochs * len(trainer.order)
+        if old.epochs is not None
+        else None
+        if old.max_seconds is not None
+        else 1000
+    )
     changes = []
     if old_total != trainer.total_steps:
         changes.append(("total steps", old_total, trainer.total_steps))
@@ -699,14 +1030,28 @@ def _lr_changes(trainer: Trainer, ckpt: dict) -> list[tuple]:
 
 def _train_config(o: dict, device: str) -> TrainConfig:
     return TrainConfig(
-        steps=o["steps"], epochs=o["epochs"], max_seconds=o["max_seconds"],
-        batch_size=o["batch_size"], optimizer=o["optimizer"], lr=o["lr"],
-        schedule=o["schedule"], warmup=o["warmup"], lr_scale=o["lr_scale"],
-        weight_decay=o["weight_decay"], grad_clip=o["grad_clip"],
-        label_smoothing=o["label_smoothing"], eval_every=o["eval_every"],
-        eval_examples=o["eval_examples"], log_every=o["log_every"], device=device,
-        amp=o["amp"], compile=o["compile"], seed=o["seed"], progress=not o["quiet"],
-        out_dir=o["out"])
+        steps=o["steps"],
+        epochs=o["epochs"],
+        max_seconds=o["max_seconds"],
+        batch_size=o["batch_size"],
+        optimizer=o["optimizer"],
+        lr=o["lr"],
+        schedule=o["schedule"],
+        warmup=o["warmup"],
+        lr_scale=o["lr_scale"],
+        weight_decay=o["weight_decay"],
+        grad_clip=o["grad_clip"],
+        label_smoothing=o["label_smoothing"],
+        eval_every=o["eval_every"],
+        eval_examples=o["eval_examples"],
+        log_every=o["log_every"],
+        device=device,
+        amp=o["amp"],
+        compile=o["compile"],
+        seed=o["seed"],
+        progress=not o["quiet"],
+        out_dir=o["out"],
+    )
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -720,40 +1065,64 @@ def cmd_train(args: argparse.Namespace) -> int:
     seed_everything(options["seed"])
     task = _build_task(options["task"], _task_kwargs(options))
     if not task.val:
-        raise ValueError("the task has no validation pairs (--n-val 0 or a tiny file): "
-                         "training needs some to evaluate on")
+        raise ValueError(
+            "the task has no validation pairs (--n-val 0 or a tiny file): "
+            "training needs some to evaluate on"
+        )
     kind, model_kwargs = options["model"], _model_kwargs(options)
     model = build_model(kind, len(task.src_vocab), len(task.tgt_vocab), model_kwargs)
     _check_lengths_fit(task, model, options)
     config = _train_config(options, options["device"])
-    meta = {"model": kind, "model_kwargs": model_kwargs, "task": options["task"],
-            "task_kwargs": _task_kwargs(options), "options": options}
+    meta = {
+        "model": kind,
+        "model_kwargs": model_kwargs,
+        "task": options["task"],
+        "task_kwargs": _task_kwargs(options),
+        "options": options,
+    }
     if options["task"] == "tsv":
         meta["data"] = _data_identity(options["data"], out)
-    trainer = Trainer(model, task.train, task.val, config, src_vocab=task.src_vocab,
-                      tgt_vocab=task.tgt_vocab, meta=meta)
+    trainer = Trainer(
+        model,
+        task.train,
+        task.val,
+        config,
+        src_vocab=task.src_vocab,
+        tgt_vocab=task.tgt_vocab,
+        meta=meta,
+    )
     if ckpt is not None:
         trainer.load_checkpoint(ckpt)
         if trainer.total_steps is not None and trainer.step >= trainer.total_steps:
-            raise ValueError(f"{args.resume} is at step {trainer.step}, the end of its run of "
-                             f"{trainer.total_steps} steps; give --steps (or --epochs) beyond "
-                             f"step {trainer.step} to train further")
+            raise ValueError(
+                f"{args.resume} is at step {trainer.step}, the end of its run of "
+                f"{trainer.total_steps} steps; give --steps (or --epochs) beyond "
+                f"step {trainer.step} to train further"
+            )
         changes += _lr_changes(trainer, ckpt)
-        if rank == 0:                         # said even with --quiet: it changes the result
-            shown = "; ".join(f"{'--' + k.replace('_', '-') if k in TRAIN_DEFAULTS else k} "
-                              f"{a} -> {b}" for k, a, b in changes)
-            print(f"resuming {args.resume} at step {trainer.step}"
-                  + (f"; changed: {shown}" if shown else "; no setting changed"),
-                  file=sys.stderr)
+        if rank == 0:  # said even with --quiet: it changes the result
+            shown = "; ".join(
+                f"{'--' + k.replace('_', '-') if k in TRAIN_DEFAULTS else k} {a} -> {b}"
+                for k, a, b in changes
+            )
+            print(
+                f"resuming {args.resume} at step {trainer.step}"
+                + (f"; changed: {shown}" if shown else "; no setting changed"),
+                file=sys.stderr,
+            )
     if rank == 0:
         for stale in _prepare_out(out, replace):
             say(f"removed {stale}, left by a run that was killed")
         if replace:
             say(f"--overwrite: replaced the run in {out} ({', '.join(replace)})")
     n_params = sum(p.numel() for p in model.parameters())
-    say(f"{kind} ({n_params:,} parameters) on {task.name}: {len(task.train)} training pairs, "
-        f"device {trainer.device}" + (f", {world_size} processes" if world_size > 1 else "")
-        + (f", amp {trainer.amp_dtype}" if trainer.amp_dtype else ""), flush=True)
+    say(
+        f"{kind} ({n_params:,} parameters) on {task.name}: {len(task.train)} training pairs, "
+        f"device {trainer.device}"
+        + (f", {world_size} processes" if world_size > 1 else "")
+        + (f", amp {trainer.amp_dtype}" if trainer.amp_dtype else ""),
+        flush=True,
+    )
     trainer.fit()
     if rank == 0:
         test = None
@@ -761,15 +1130,23 @@ def cmd_train(args: argparse.Namespace) -> int:
             test = trainer.evaluate(task.test, max_examples=None)
         metrics = _metrics(trainer, task, kind, n_params, test)
         _write_outputs(out, trainer, model, task, metrics)
-        if trainer.interrupted:                  # said even with --quiet
-            print(f"interrupted ({trainer.interrupted}) at step {trainer.step}; checkpoint saved: "
+        if trainer.interrupted:  # said even with --quiet
+            print(
+                f"interrupted ({trainer.interrupted}) at step {trainer.step}; checkpoint saved: "
                 f"{out / 'checkpoint.pt'}; continue with --resume {out / 'checkpoint.pt'}",
-                file=sys.stderr)
+                file=sys.stderr,
+            )
         else:
-            shown = {k: metrics[k] for k in ("train_loss", "val_loss", "exact_match",
-                                             "test_exact_match") if metrics.get(k) is not None}
-            say(f"done: {trainer.step} steps in {trainer.elapsed:.1f} s; "
-                + ", ".join(f"{k} {v:.4f}" for k, v in shown.items()) + f"; wrote {out}/")
+            shown = {
+                k: metrics[k]
+                for k in ("train_loss", "val_loss", "exact_match", "test_exact_match")
+                if metrics.get(k) is not None
+            }
+            say(
+                f"done: {trainer.step} steps in {trainer.elapsed:.1f} s; "
+                + ", ".join(f"{k} {v:.4f}" for k, v in shown.items())
+                + f"; wrote {out}/"
+            )
     if world_size > 1:
         torch.distributed.destroy_process_group()
     if trainer.interrupted == "SIGTERM":
@@ -779,8 +1156,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _metrics(trainer: Trainer, task, kind: str, n_params: int, test: dict | None) -> dict:
     history = trainer.history
-    last_loss = next((r["train_loss"] for r in reversed(history)
-                      if r["train_loss"] is not None), None)
+    last_loss = next(
+        (r["train_loss"] for r in reversed(history) if r["train_loss"] is not None), None
+    )
     last_eval = next((r for r in reversed(history) if r["val_loss"] is not None), {})
     metrics = {
         "task": task.name if trainer.meta["task"] != "tsv" else "tsv",
@@ -800,8 +1178,12 @@ def _metrics(trainer: Trainer, task, kind: str, n_params: int, test: dict | None
         "interrupted": trainer.interrupted,
     }
     if test is not None:
-        metrics.update(test_loss=test["val_loss"], test_token_accuracy=test["token_accuracy"],
-                       test_exact_match=test["exact_match"], test_examples=len(task.test))
+        metrics.update(
+            test_loss=test["val_loss"],
+            test_token_accuracy=test["token_accuracy"],
+            test_exact_match=test["exact_match"],
+            test_examples=len(task.test),
+        )
     metrics["config"] = trainer.config.to_dict()
     return metrics
 
@@ -816,25 +1198,36 @@ def _write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> N
     table = io.StringIO(newline="")
     writer = csv.DictWriter(table, fieldnames=HISTORY_KEYS)
     writer.writeheader()
-    writer.writerows({k: ("" if row.get(k) is None else row[k]) for k in HISTORY_KEYS}
-                     for row in trainer.history)
+    writer.writerows(
+        {k: ("" if row.get(k) is None else row[k]) for k in HISTORY_KEYS} for row in trainer.history
+    )
     _write_text(out / "history.csv", table.getvalue())
     _loss_figure(trainer.history, out / "loss.png", f"{metrics['model']} on {metrics['task']}")
     pairs = task.test or task.val
     if getattr(model, "attention", "") is not None and pairs:
         source = pairs[0][0]
-        _attention_figure(model, source, trainer.src_vocab, trainer.tgt_vocab, 1,
-                          2 * len(trainer.src_vocab.tokenize(source)) + 10, out / "attention.png")
+        _attention_figure(
+            model,
+            source,
+            trainer.src_vocab,
+            trainer.tgt_vocab,
+            1,
+            2 * len(trainer.src_vocab.tokenize(source)) + 10,
+            out / "attention.png",
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # pictures
 # --------------------------------------------------------------------------------------------
 
+
 def _pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -865,43 +1258,64 @@ def _loss_figure(history: list[dict], path: Path, title: str) -> None:
     handles = ax.get_legend_handles_labels()[0]
     if em:
         ax2 = ax.twinx()
-        handles += ax2.plot(*zip(*em, strict=True), "s--", color="tab:green",
-                            label="validation exact match (right axis)")
+        handles += ax2.plot(
+            *zip(*em, strict=True),
+            "s--",
+            color="tab:green",
+            label="validation exact match (right axis)",
+        )
         ax2.set_ylim(-0.02, 1.02)
         ax2.set_ylabel("exact match")
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3,
-              fontsize=8, frameon=False)
+    ax.legend(
+        handles=handles,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.16),
+        ncol=3,
+        fontsize=8,
+        frameon=False,
+    )
     ax.set_title(title)
     fig.tight_layout()
     _save_figure(fig, path)
 
 
-def _attention_figure(model, source: str, src_vocab: Vocab, tgt_vocab: Vocab, beam: int,
-                      max_len: int, path: Path) -> str:
+def _attention_figure(
+    model, source: str, src_vocab: Vocab, tgt_vocab: Vocab, beam: int, max_len: int, path: Path
+) -> str:
     """Decode ``source``, draw its cross-attention to ``path``; return the output text."""
     plt = _pyplot()
     from .viz import heatmap
 
     device = next(model.parameters()).device
-    src = torch.tensor([src_vocab.encode(source)], dtype=torch.long, device=device)   # (1, S)
+    src = torch.tensor([src_vocab.encode(source)], dtype=torch.long, device=device)  # (1, S)
     ids, attention = _decode(model, src, beam, max_len, return_attention=True)
     if "cross" not in attention:
-        raise ValueError("this model has no attention to draw (--model rnn uses the fixed "
-                         "context vector only)")
-    weights = attention["cross"][0]                       # (L, S) or (L, n_layers, H, S)
+        raise ValueError(
+            "this model has no attention to draw (--model rnn uses the fixed context vector only)"
+        )
+    weights = attention["cross"][0]  # (L, S) or (L, n_layers, H, S)
     if weights.dim() == 4:
-        weights = weights[:, -1].mean(dim=1)              # last layer, mean over heads: (L, S)
+        weights = weights[:, -1].mean(dim=1)  # last layer, mean over heads: (L, S)
     out_ids = ids[0].tolist()
     n = out_ids.index(EOS) + 1 if EOS in out_ids else len(out_ids)
     y_labels = [tgt_vocab.itos[i] for i in out_ids[:n]]
     x_labels = [src_vocab.itos[i] for i in src[0].tolist()]
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.32 * len(x_labels) + 2),
-                                    max(3.0, 0.32 * len(y_labels) + 1.5)))
-    heatmap(weights[:n].float().cpu(), ["␣" if x == " " else x for x in x_labels],
-            y_labels, ax=ax, annotate=False, vmin=0.0, vmax=1.0,
-            title="cross-attention" + (" (last layer, mean over heads)"
-                                       if attention["cross"].dim() == 5 else ""),
-            xlabel="source", ylabel="output")
+    fig, ax = plt.subplots(
+        figsize=(max(4.0, 0.32 * len(x_labels) + 2), max(3.0, 0.32 * len(y_labels) + 1.5))
+    )
+    heatmap(
+        weights[:n].float().cpu(),
+        ["␣" if x == " " else x for x in x_labels],
+        y_labels,
+        ax=ax,
+        annotate=False,
+        vmin=0.0,
+        vmax=1.0,
+        title="cross-attention"
+        + (" (last layer, mean over heads)" if attention["cross"].dim() == 5 else ""),
+        xlabel="source",
+        ylabel="output",
+    )
     fig.tight_layout()
     _save_figure(fig, path)
     return tgt_vocab.decode(out_ids)
@@ -911,6 +1325,7 @@ def _attention_figure(model, source: str, src_vocab: Vocab, tgt_vocab: Vocab, be
 # evaluate and translate
 # --------------------------------------------------------------------------------------------
 
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     ckpt = load_checkpoint(args.checkpoint)
     device = get_device(args.device)
@@ -919,23 +1334,31 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if meta["task"] == "tsv":
         task_kwargs["path"] = str(_find_data(ckpt, args.checkpoint, args.data))
     elif args.data is not None:
-        raise ValueError(f"--data applies to runs of --task tsv, not to this --task "
-                         f"{meta['task']} run")
+        raise ValueError(
+            f"--data applies to runs of --task tsv, not to this --task {meta['task']} run"
+        )
     limit = _position_limit(model)
     if meta["task"] in SEQUENCE_TASKS and limit is not None and max(args.lengths) >= limit:
-        raise ValueError(f"--lengths: {max(args.lengths)} is too long for this model, which "
-                         f"reads and writes at most {limit} positions (so inputs of at most "
-                         f"{limit - 1} symbols, one position being its <eos>)")
+        raise ValueError(
+            f"--lengths: {max(args.lengths)} is too long for this model, which "
+            f"reads and writes at most {limit} positions (so inputs of at most "
+            f"{limit - 1} symbols, one position being its <eos>)"
+        )
     task = _build_task(meta["task"], task_kwargs)
     if meta["task"] in SEQUENCE_TASKS:
         seen = {s for split in (task.train, task.val, task.test) for s, _ in split}
         n_symbols = task.options["n_symbols"]
         groups = {}
-        for length in args.lengths:           # as many fresh inputs as there are, up to N
-            left = n_symbols ** length - sum(len(s) == length for s in seen)
+        for length in args.lengths:  # as many fresh inputs as there are, up to N
+            left = n_symbols**length - sum(len(s) == length for s in seen)
             n = min(args.n_per_length, left)
-            groups[length] = [] if n < 1 else length_controlled(
-                task, [length], n, seed=meta["task_kwargs"]["seed"] + 1)[length]
+            groups[length] = (
+                []
+                if n < 1
+                else length_controlled(task, [length], n, seed=meta["task_kwargs"]["seed"] + 1)[
+                    length
+                ]
+            )
         how = f"up to {args.n_per_length} inputs of each length, none seen in training"
     else:
         groups = {n: [] for n in args.lengths}
@@ -948,18 +1371,30 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     by_length, counts = {}, {}
     for length, pairs in groups.items():
         counts[str(length)] = len(pairs)
-        by_length[str(length)] = (None if not pairs else
-                                  _exact_match(model, pairs, src_vocab, tgt_vocab, args.beam,
-                                               args.batch_size, device))
-    print(f"exact match, {'greedy' if args.beam == 1 else f'beam {args.beam}'} decoding, "
-          f"{meta['model']} on {meta['task']} ({how}):")
+        by_length[str(length)] = (
+            None
+            if not pairs
+            else _exact_match(
+                model, pairs, src_vocab, tgt_vocab, args.beam, args.batch_size, device
+            )
+        )
+    print(
+        f"exact match, {'greedy' if args.beam == 1 else f'beam {args.beam}'} decoding, "
+        f"{meta['model']} on {meta['task']} ({how}):"
+    )
     print(f"{'length':>8} {'examples':>9} {'exact match':>12}")
     for key, value in by_length.items():
         shown = "-" if value is None else f"{100 * value:.1f}%"
         print(f"{key:>8} {counts[key]:>9} {shown:>12}")
-    result = {"by_length": by_length, "examples": counts, "beam": args.beam,
-              "checkpoint": str(args.checkpoint), "step": ckpt["step"], "task": meta["task"],
-              "model": meta["model"]}
+    result = {
+        "by_length": by_length,
+        "examples": counts,
+        "beam": args.beam,
+        "checkpoint": str(args.checkpoint),
+        "step": ckpt["step"],
+        "task": meta["task"],
+        "model": meta["model"],
+    }
     path = Path(args.checkpoint).parent / "evaluation.json"
     _write_text(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
@@ -967,14 +1402,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 @torch.no_grad()
-def _exact_match(model, pairs, src_vocab: Vocab, tgt_vocab: Vocab, beam: int, batch_size: int,
-                 device) -> float:
+def _exact_match(
+    model, pairs, src_vocab: Vocab, tgt_vocab: Vocab, beam: int, batch_size: int, device
+) -> float:
     right = 0
     for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start:start + batch_size]
-        src = src_vocab.encode_batch([s for s, _ in chunk]).to(device)               # (B, S)
+        chunk = pairs[start : start + batch_size]
+        src = src_vocab.encode_batch([s for s, _ in chunk]).to(device)  # (B, S)
         tgt = tgt_vocab.encode_batch([t for _, t in chunk], add_eos=True).to(device)  # (B, T)
-        ids = _decode(model, src, beam, tgt.shape[1])                                 # (B, <=T)
+        ids = _decode(model, src, beam, tgt.shape[1])  # (B, <=T)
         right += exact_match(ids, tgt, model.pad_id).sum().item()
     return right / len(pairs)
 
@@ -985,18 +1421,22 @@ def cmd_translate(args: argparse.Namespace) -> int:
     model, src_vocab, tgt_vocab, meta = _model_from_checkpoint(ckpt, args.checkpoint, device)
     limit = _position_limit(model)
     if args.max_len is not None and limit is not None and args.max_len > limit:
-        raise ValueError(f"--max-len {args.max_len}: this model writes at most {limit} tokens "
-                         "(its positional table)")
+        raise ValueError(
+            f"--max-len {args.max_len}: this model writes at most {limit} tokens "
+            "(its positional table)"
+        )
     texts = []
-    for i, raw in enumerate(args.text, start=1):        # every input checked before any work
+    for i, raw in enumerate(args.text, start=1):  # every input checked before any work
         text = _normalise_input(raw, src_vocab, meta)
         n = len(src_vocab.tokenize(text))
         if not n:
             raise ValueError(f"input {i} is empty")
         if limit is not None and n > limit:
-            raise ValueError(f"input {i} has {n} tokens, but this model reads at most {limit} "
-                             "(its positional table): shorten it or split it")
-        src_vocab.encode(text)                            # an unknown symbol fails here
+            raise ValueError(
+                f"input {i} has {n} tokens, but this model reads at most {limit} "
+                "(its positional table): shorten it or split it"
+            )
+        src_vocab.encode(text)  # an unknown symbol fails here
         texts.append((i, text, n))
     for i, text, n in texts:
         max_len = args.max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
@@ -1014,6 +1454,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
+
 
 class _Terminated(BaseException):
     """SIGTERM outside the training loop (which saves a checkpoint and returns itself)."""
@@ -1045,8 +1486,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with _sigterm_raises():
             return args.func(args)
-    except (ValueError, TypeError, OSError, ArithmeticError, RuntimeError,
-            LookupError) as err:
+    except (ValueError, TypeError, OSError, ArithmeticError, RuntimeError, LookupError) as err:
         if os.environ.get("ATTNBOOK_DEBUG"):
             raise
         message = " ".join(str(err).split()) or type(err).__name__
@@ -1055,7 +1495,7 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_DIVERGED
         print(f"{name}: error: {message}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:              # outside training (which saves and returns itself)
+    except KeyboardInterrupt:  # outside training (which saves and returns itself)
         print(f"{name}: interrupted (SIGINT)", file=sys.stderr)
         return EXIT_INTERRUPTED
     except _Terminated:

@@ -42,9 +42,26 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from ._checks import check_positive_int, check_tensor
 
 __all__ = [
-    "PAD", "BOS", "EOS", "UNK", "SPECIALS", "LEVELS", "Vocab", "tokenize_words", "normalise_text",
-    "TASKS", "TaskData", "make_task", "length_controlled", "load_tsv", "file_sha256",
-    "Seq2SeqDataset", "Batch", "collate", "BucketBatchSampler", "make_loader",
+    "PAD",
+    "BOS",
+    "EOS",
+    "UNK",
+    "SPECIALS",
+    "LEVELS",
+    "Vocab",
+    "tokenize_words",
+    "normalise_text",
+    "TASKS",
+    "TaskData",
+    "make_task",
+    "length_controlled",
+    "load_tsv",
+    "file_sha256",
+    "Seq2SeqDataset",
+    "Batch",
+    "collate",
+    "BucketBatchSampler",
+    "make_loader",
 ]
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -68,6 +85,7 @@ def _check_text(name: str, text) -> str:
 # vocabulary
 # --------------------------------------------------------------------------------------------
 
+
 class Vocab:
     """A vocabulary (词表): the four special symbols, then ``symbols`` in the order given.
 
@@ -82,31 +100,42 @@ class Vocab:
         _check_choice("level", level, LEVELS)
         _check_choice("unknown", unknown, _UNKNOWN)
         if isinstance(symbols, str) and level == "word":
-            raise TypeError("symbols must be a list of words for level='word'; a single str "
-                            f"was given: {symbols!r:.60}")
+            raise TypeError(
+                "symbols must be a list of words for level='word'; a single str "
+                f"was given: {symbols!r:.60}"
+            )
         symbols = list(symbols)
         seen = set()
         for i, symbol in enumerate(symbols):
             if not isinstance(symbol, str):
                 raise TypeError(f"symbols[{i}] must be a str, got {type(symbol).__name__}")
             if level == "char" and len(symbol) != 1:
-                raise ValueError(f"symbols[{i}] must be one character for level='char', got "
-                                 f"{symbol!r}")
+                raise ValueError(
+                    f"symbols[{i}] must be one character for level='char', got {symbol!r}"
+                )
             if level == "word" and (not symbol or any(c.isspace() for c in symbol)):
-                raise ValueError(f"symbols[{i}] must be a non-empty word without whitespace for "
-                                 f"level='word', got {symbol!r}")
+                raise ValueError(
+                    f"symbols[{i}] must be a non-empty word without whitespace for "
+                    f"level='word', got {symbol!r}"
+                )
             if symbol in SPECIALS or symbol in seen:
                 raise ValueError(f"symbols[{i}] = {symbol!r} is a special symbol or a duplicate")
             seen.add(symbol)
         self.level, self.unknown = level, unknown
-        self.itos: list[str] = list(SPECIALS) + symbols             # id -> symbol
+        self.itos: list[str] = list(SPECIALS) + symbols  # id -> symbol
         self.stoi: dict[str, int] = {s: i for i, s in enumerate(self.itos)}  # symbol -> id
 
     pad_id, bos_id, eos_id, unk_id = PAD, BOS, EOS, UNK
 
     @classmethod
-    def build(cls, texts: Iterable[str], level: str = "char", min_freq: int = 1,
-              max_size: int | None = None, unknown: str = "error") -> Vocab:
+    def build(
+        cls,
+        texts: Iterable[str],
+        level: str = "char",
+        min_freq: int = 1,
+        max_size: int | None = None,
+        unknown: str = "error",
+    ) -> Vocab:
         """The vocabulary of ``texts``: symbols seen at least ``min_freq`` times, the most
         frequent first (ties alphabetically, so the result does not depend on text order),
         at most ``max_size`` of them (specials not counted)."""
@@ -122,8 +151,9 @@ class Vocab:
             counts.update(list(text) if level == "char" else text.split())
         for special in SPECIALS:
             counts.pop(special, None)
-        ranked = sorted((s for s, n in counts.items() if n >= min_freq),
-                        key=lambda s: (-counts[s], s))
+        ranked = sorted(
+            (s for s, n in counts.items() if n >= min_freq), key=lambda s: (-counts[s], s)
+        )
         return cls(ranked[:max_size], level=level, unknown=unknown)
 
     def __len__(self) -> int:
@@ -133,8 +163,7 @@ class Vocab:
         return symbol in self.stoi
 
     def __eq__(self, other) -> bool:
-        return (isinstance(other, Vocab) and self.itos == other.itos
-                and self.level == other.level)
+        return isinstance(other, Vocab) and self.itos == other.itos and self.level == other.level
 
     def __repr__(self) -> str:
         head = ", ".join(repr(s) for s in self.itos[4:12])
@@ -146,20 +175,22 @@ class Vocab:
         _check_text("text", text)
         return list(text) if self.level == "char" else text.split()
 
-    def encode(self, text: str, add_bos: bool = False, add_eos: bool = False,
-               unknown: str | None = None) -> list[int]:
+    def encode(
+        self, text: str, add_bos: bool = False, add_eos: bool = False, unknown: str | None = None
+    ) -> list[int]:
         """``text`` -> token ids; ``unknown`` overrides the vocabulary's setting."""
         unknown = self.unknown if unknown is None else unknown
         _check_choice("unknown", unknown, _UNKNOWN)
         ids = []
         for position, symbol in enumerate(self.tokenize(text)):
             i = self.stoi.get(symbol)
-            if i is None or i < len(SPECIALS):        # a literal "<pad>" in text is unknown too
+            if i is None or i < len(SPECIALS):  # a literal "<pad>" in text is unknown too
                 if unknown == "error":
                     raise ValueError(
                         f"unknown symbol {symbol!r} at position {position} of {text!r:.80}; it "
                         f"is not in this {self.level}-level vocabulary of {len(self)} symbols "
-                        "(build the vocabulary from more text, or pass unknown='unk')")
+                        "(build the vocabulary from more text, or pass unknown='unk')"
+                    )
                 i = UNK
             ids.append(i)
         return [BOS] * add_bos + ids + [EOS] * add_eos
@@ -179,8 +210,10 @@ class Vocab:
             if isinstance(i, bool) or not isinstance(i, int):
                 raise TypeError(f"ids[{position}] must be an int, got {type(i).__name__}")
             if not 0 <= i < len(self):
-                raise ValueError(f"ids[{position}] = {i} is not a token id of this vocabulary "
-                                 f"(0..{len(self) - 1})")
+                raise ValueError(
+                    f"ids[{position}] = {i} is not a token id of this vocabulary "
+                    f"(0..{len(self) - 1})"
+                )
             if strip_special:
                 if i == EOS:
                     break
@@ -189,13 +222,19 @@ class Vocab:
             symbols.append(self.itos[i])
         return ("" if self.level == "char" else " ").join(symbols)
 
-    def encode_batch(self, texts: Sequence[str], add_bos: bool = False, add_eos: bool = False,
-                     unknown: str | None = None) -> torch.Tensor:
+    def encode_batch(
+        self,
+        texts: Sequence[str],
+        add_bos: bool = False,
+        add_eos: bool = False,
+        unknown: str | None = None,
+    ) -> torch.Tensor:
         """A list of texts -> ``(B, L)`` LongTensor, right-padded with ``<pad>``."""
         if isinstance(texts, str) or len(texts) == 0:
             raise ValueError("texts must be a non-empty list of str")
-        rows = [torch.tensor(self.encode(t, add_bos, add_eos, unknown), dtype=torch.long)
-                for t in texts]
+        rows = [
+            torch.tensor(self.encode(t, add_bos, add_eos, unknown), dtype=torch.long) for t in texts
+        ]
         return pad_sequence(rows, batch_first=True, padding_value=PAD)
 
     def decode_batch(self, ids: torch.Tensor, strip_special: bool = True) -> list[str]:
@@ -205,8 +244,7 @@ class Vocab:
 
     def to_dict(self) -> dict:
         """A JSON-friendly description (for checkpoints); :meth:`from_dict` inverts it."""
-        return {"symbols": self.itos[len(SPECIALS):], "level": self.level,
-                "unknown": self.unknown}
+        return {"symbols": self.itos[len(SPECIALS) :], "level": self.level, "unknown": self.unknown}
 
     @classmethod
     def from_dict(cls, d: dict) -> Vocab:
@@ -234,7 +272,7 @@ TASKS = {
     "reverse": "output the input sequence backwards, e.g. 'cab' -> 'bac'",
     "sort": "output the input symbols in alphabetical order, e.g. 'cab' -> 'abc'",
     "dates": "a date written in one of many human ways -> ISO, e.g. 'Wednesday 9 May 2018' -> "
-             "'2018-05-09'",
+    "'2018-05-09'",
 }
 _SEQUENCE_TASKS = ("copy", "reverse", "sort")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
@@ -260,9 +298,11 @@ class TaskData:
     options: dict = field(default_factory=dict)
 
     def __repr__(self) -> str:
-        return (f"TaskData(name={self.name!r}, train={len(self.train)}, val={len(self.val)}, "
-                f"test={len(self.test)}, src_vocab={len(self.src_vocab)}, "
-                f"tgt_vocab={len(self.tgt_vocab)}, options={self.options})")
+        return (
+            f"TaskData(name={self.name!r}, train={len(self.train)}, val={len(self.val)}, "
+            f"test={len(self.test)}, src_vocab={len(self.src_vocab)}, "
+            f"tgt_vocab={len(self.tgt_vocab)}, options={self.options})"
+        )
 
 
 def _sequence_target(name: str, source: str) -> str:
@@ -270,48 +310,58 @@ def _sequence_target(name: str, source: str) -> str:
         return source
     if name == "reverse":
         return source[::-1]
-    return "".join(sorted(source))                                          # sort
+    return "".join(sorted(source))  # sort
 
 
 def _sequence_options(options: dict) -> dict:
     unknown = set(options) - set(_SEQUENCE_OPTIONS)
     if unknown:
-        raise TypeError(f"unknown option(s) {sorted(unknown)} for a sequence task; the options "
-                        f"are {sorted(_SEQUENCE_OPTIONS)}")
+        raise TypeError(
+            f"unknown option(s) {sorted(unknown)} for a sequence task; the options "
+            f"are {sorted(_SEQUENCE_OPTIONS)}"
+        )
     opts = {**_SEQUENCE_OPTIONS, **options}
     check_positive_int("min_len", opts["min_len"])
     check_positive_int("max_len", opts["max_len"])
     check_positive_int("n_symbols", opts["n_symbols"])
     if opts["min_len"] > opts["max_len"]:
-        raise ValueError(f"min_len must be <= max_len, got min_len={opts['min_len']} and "
-                         f"max_len={opts['max_len']}")
+        raise ValueError(
+            f"min_len must be <= max_len, got min_len={opts['min_len']} and "
+            f"max_len={opts['max_len']}"
+        )
     if opts["n_symbols"] > len(_ALPHABET):
-        raise ValueError(f"n_symbols must be <= {len(_ALPHABET)} (the letters a-z), got "
-                         f"{opts['n_symbols']}")
+        raise ValueError(
+            f"n_symbols must be <= {len(_ALPHABET)} (the letters a-z), got {opts['n_symbols']}"
+        )
     return opts
 
 
-def _draw_distinct(rng: random.Random, alphabet: str, lengths: Sequence[int], n: int,
-                   exclude: set[str]) -> list[str]:
+def _draw_distinct(
+    rng: random.Random, alphabet: str, lengths: Sequence[int], n: int, exclude: set[str]
+) -> list[str]:
     """``n`` distinct random strings over ``alphabet``, each of a length drawn from
     ``lengths``, none in ``exclude``. Fails clearly when there are not that many."""
     wanted = set(lengths)
     taken = sum(1 for s in exclude if len(s) in wanted and set(s) <= set(alphabet))
     available = sum(len(alphabet) ** length for length in wanted) - taken
     if n > available:
-        raise ValueError(f"cannot draw {n} distinct sequences: only {available} sequences of "
-                         f"lengths {min(lengths)}..{max(lengths)} over {len(alphabet)} symbols "
-                         f"are left{' after the excluded ones' if taken else ''}; lower the "
-                         "number of examples or raise max_len / n_symbols")
+        raise ValueError(
+            f"cannot draw {n} distinct sequences: only {available} sequences of "
+            f"lengths {min(lengths)}..{max(lengths)} over {len(alphabet)} symbols "
+            f"are left{' after the excluded ones' if taken else ''}; lower the "
+            "number of examples or raise max_len / n_symbols"
+        )
     drawn: list[str] = []
     seen = set(exclude)
     attempts = 0
     while len(drawn) < n:
         attempts += 1
         if attempts > 200 * n + 10_000:
-            raise ValueError(f"could only draw {len(drawn)} of {n} distinct sequences; nearly "
-                             "every possible sequence is taken: lower the number of examples "
-                             "or raise max_len / n_symbols")
+            raise ValueError(
+                f"could only draw {len(drawn)} of {n} distinct sequences; nearly "
+                "every possible sequence is taken: lower the number of examples "
+                "or raise max_len / n_symbols"
+            )
         length = rng.choice(lengths)
         s = "".join(rng.choice(alphabet) for _ in range(length))
         if s not in seen:
@@ -322,8 +372,20 @@ def _draw_distinct(rng: random.Random, alphabet: str, lengths: Sequence[int], n:
 
 # ---- dates ----------------------------------------------------------------------------------
 
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December")
+_MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 
 
@@ -336,9 +398,21 @@ def _ordinal(n: int) -> str:
 # every input has one right answer. {W} weekday, {w} its 3-letter form, {M} month, {m} 3-letter
 # month, {d} day, {dd} 2-digit day, {o} ordinal day, {n} month number, {nn} 2-digit, {y} year.
 _DATE_FORMATS = (
-    "{d} {M} {y}", "{d} {m} {y}", "{o} {M} {y}", "{o} of {M} {y}", "the {o} of {M}, {y}",
-    "{M} {d}, {y}", "{M} {o}, {y}", "{m} {d}, {y}", "{m} {o} {y}", "{d}-{m}-{y}",
-    "{d}.{n}.{y}", "{dd}.{nn}.{y}", "{d}/{n}/{y}", "{dd}/{nn}/{y}", "{dd}-{nn}-{y}",
+    "{d} {M} {y}",
+    "{d} {m} {y}",
+    "{o} {M} {y}",
+    "{o} of {M} {y}",
+    "the {o} of {M}, {y}",
+    "{M} {d}, {y}",
+    "{M} {o}, {y}",
+    "{m} {d}, {y}",
+    "{m} {o} {y}",
+    "{d}-{m}-{y}",
+    "{d}.{n}.{y}",
+    "{dd}.{nn}.{y}",
+    "{d}/{n}/{y}",
+    "{dd}/{nn}/{y}",
+    "{dd}-{nn}-{y}",
     "{y}-{nn}-{dd}",
 )
 _WEEKDAY_PREFIXES = ("{W} ", "{W}, ", "{w} ", "{w}, ")
@@ -347,15 +421,22 @@ _WEEKDAY_PREFIXES = ("{W} ", "{W}, ", "{w} ", "{w}, ")
 def _format_date(date: datetime.date, template: str) -> str:
     """Write ``date`` with one of the task's templates (see ``_DATE_FORMATS``)."""
     return template.format(
-        W=_WEEKDAYS[date.weekday()], w=_WEEKDAYS[date.weekday()][:3],
-        M=_MONTHS[date.month - 1], m=_MONTHS[date.month - 1][:3], d=date.day,
-        dd=f"{date.day:02d}", o=_ordinal(date.day), n=date.month, nn=f"{date.month:02d}",
-        y=date.year)
+        W=_WEEKDAYS[date.weekday()],
+        w=_WEEKDAYS[date.weekday()][:3],
+        M=_MONTHS[date.month - 1],
+        m=_MONTHS[date.month - 1][:3],
+        d=date.day,
+        dd=f"{date.day:02d}",
+        o=_ordinal(date.day),
+        n=date.month,
+        nn=f"{date.month:02d}",
+        y=date.year,
+    )
 
 
 def _human_date(rng: random.Random, date: datetime.date) -> str:
     template = rng.choice(_DATE_FORMATS)
-    if not template.startswith("{y}") and rng.random() < 0.4:     # ISO input keeps no weekday
+    if not template.startswith("{y}") and rng.random() < 0.4:  # ISO input keeps no weekday
         template = rng.choice(_WEEKDAY_PREFIXES) + template
     text = _format_date(date, template)
     case = rng.random()
@@ -371,21 +452,25 @@ def _date_charset() -> str:
 def _date_options(options: dict) -> dict:
     unknown = set(options) - set(_DATE_OPTIONS)
     if unknown:
-        raise TypeError(f"unknown option(s) {sorted(unknown)} for task 'dates'; the options "
-                        f"are {sorted(_DATE_OPTIONS)}")
+        raise TypeError(
+            f"unknown option(s) {sorted(unknown)} for task 'dates'; the options "
+            f"are {sorted(_DATE_OPTIONS)}"
+        )
     opts = {**_DATE_OPTIONS, **options}
     for name in ("start_year", "end_year"):
         check_positive_int(name, opts[name])
         if opts[name] > 9999:
             raise ValueError(f"{name} must be <= 9999, got {opts[name]}")
     if opts["start_year"] > opts["end_year"]:
-        raise ValueError(f"start_year must be <= end_year, got {opts['start_year']} and "
-                         f"{opts['end_year']}")
+        raise ValueError(
+            f"start_year must be <= end_year, got {opts['start_year']} and {opts['end_year']}"
+        )
     return opts
 
 
-def make_task(name: str, n_train: int = 1000, n_val: int = 200, n_test: int = 200, *,
-              seed: int = 0, **options) -> TaskData:
+def make_task(
+    name: str, n_train: int = 1000, n_val: int = 200, n_test: int = 200, *, seed: int = 0, **options
+) -> TaskData:
     """Generate a synthetic task, deterministically from ``seed``.
 
     ``copy``, ``reverse``, ``sort``: sources are strings over the first ``n_symbols`` letters
@@ -413,8 +498,10 @@ def make_task(name: str, n_train: int = 1000, n_val: int = 200, n_test: int = 20
         first = datetime.date(opts["start_year"], 1, 1).toordinal()
         last = datetime.date(opts["end_year"], 12, 31).toordinal()
         if n_total > last - first + 1:
-            raise ValueError(f"cannot draw {n_total} distinct dates from {last - first + 1} days "
-                             f"({opts['start_year']}..{opts['end_year']})")
+            raise ValueError(
+                f"cannot draw {n_total} distinct dates from {last - first + 1} days "
+                f"({opts['start_year']}..{opts['end_year']})"
+            )
         days = rng.sample(range(first, last + 1), n_total)
         dates = [datetime.date.fromordinal(d) for d in days]
         pairs = [(_human_date(rng, d), d.isoformat()) for d in dates]
@@ -422,19 +509,32 @@ def make_task(name: str, n_train: int = 1000, n_val: int = 200, n_test: int = 20
         tgt_vocab = Vocab("0123456789-", level="char")
     else:
         opts = _sequence_options(options)
-        alphabet = _ALPHABET[:opts["n_symbols"]]
+        alphabet = _ALPHABET[: opts["n_symbols"]]
         lengths = list(range(opts["min_len"], opts["max_len"] + 1))
         sources = _draw_distinct(rng, alphabet, lengths, n_total, set())
         pairs = [(s, _sequence_target(name, s)) for s in sources]
         src_vocab = Vocab(alphabet, level="char")
         tgt_vocab = Vocab(alphabet, level="char")
-    return TaskData(name, pairs[:n_train], pairs[n_train:n_train + n_val],
-                    pairs[n_train + n_val:], src_vocab, tgt_vocab, {"seed": seed, **opts})
+    return TaskData(
+        name,
+        pairs[:n_train],
+        pairs[n_train : n_train + n_val],
+        pairs[n_train + n_val :],
+        src_vocab,
+        tgt_vocab,
+        {"seed": seed, **opts},
+    )
 
 
-def length_controlled(task: str | TaskData, lengths: Iterable[int], n_per_length: int = 100,
-                      *, seed: int = 0, n_symbols: int | None = None,
-                      exclude: Iterable[str] = ()) -> dict[int, list[tuple[str, str]]]:
+def length_controlled(
+    task: str | TaskData,
+    lengths: Iterable[int],
+    n_per_length: int = 100,
+    *,
+    seed: int = 0,
+    n_symbols: int | None = None,
+    exclude: Iterable[str] = (),
+) -> dict[int, list[tuple[str, str]]]:
     """Fresh examples of ``copy``/``reverse``/``sort`` at each input length in ``lengths``.
 
     ``task`` is a task name or a :class:`TaskData` from :func:`make_task`; given the latter,
@@ -447,13 +547,15 @@ def length_controlled(task: str | TaskData, lengths: Iterable[int], n_per_length
         name = task.name
         if n_symbols is None:
             n_symbols = task.options.get("n_symbols")
-        exclude = set(exclude) | {s for split in (task.train, task.val, task.test)
-                                  for s, _ in split}
+        exclude = set(exclude) | {
+            s for split in (task.train, task.val, task.test) for s, _ in split
+        }
     else:
         name, exclude = task, set(exclude)
     if name not in _SEQUENCE_TASKS:
-        raise ValueError(f"length_controlled works for the sequence tasks {_SEQUENCE_TASKS}, "
-                         f"got {name!r}")
+        raise ValueError(
+            f"length_controlled works for the sequence tasks {_SEQUENCE_TASKS}, got {name!r}"
+        )
     n_symbols = _SEQUENCE_OPTIONS["n_symbols"] if n_symbols is None else n_symbols
     check_positive_int("n_symbols", n_symbols)
     if n_symbols > len(_ALPHABET):
@@ -476,6 +578,7 @@ def length_controlled(task: str | TaskData, lengths: Iterable[int], n_per_length
 # your own corpus
 # --------------------------------------------------------------------------------------------
 
+
 def normalise_text(text: str, level: str = "word", lower: bool = False) -> str:
     """Prepare one side of a sentence pair as :func:`load_tsv` does (and so a typed input
     for a model trained on such a corpus): ``level="word"`` tokenises with
@@ -485,7 +588,7 @@ def normalise_text(text: str, level: str = "word", lower: bool = False) -> str:
     _check_choice("level", level, LEVELS)
     if level == "word":
         return " ".join(tokenize_words(text, lower))
-    text = " ".join(text.split())                        # collapse runs of whitespace
+    text = " ".join(text.split())  # collapse runs of whitespace
     return text.lower() if lower else text
 
 
@@ -506,12 +609,14 @@ def _decode_error(path: Path, encoding: str) -> ValueError | None:
     try:
         raw.decode(encoding)
     except UnicodeDecodeError as e:
-        before = raw[:e.start].decode(encoding, errors="replace")
+        before = raw[: e.start].decode(encoding, errors="replace")
         line = before.count("\n") + 1
         column = len(before) - (before.rfind("\n") + 1) + 1
-        return ValueError(f"{path}, line {line}, column {column}: not valid {encoding} (bytes "
-                          f"{raw[e.start:e.end]!r:.40}); give the file's encoding (on the "
-                          "command line: --encoding, e.g. latin-1 or cp1252)")
+        return ValueError(
+            f"{path}, line {line}, column {column}: not valid {encoding} (bytes "
+            f"{raw[e.start : e.end]!r:.40}); give the file's encoding (on the "
+            "command line: --encoding, e.g. latin-1 or cp1252)"
+        )
     return None
 
 
@@ -529,10 +634,20 @@ def _numbered_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
             raise error from None
 
 
-def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_len: int = 1,
-             max_len: int = 50, val_fraction: float = 0.1, test_fraction: float = 0.1,
-             seed: int = 0, min_freq: int = 1, max_pairs: int | None = None,
-             encoding: str = "utf-8") -> TaskData:
+def load_tsv(
+    path: str | Path,
+    *,
+    level: str = "word",
+    lower: bool = False,
+    min_len: int = 1,
+    max_len: int = 50,
+    val_fraction: float = 0.1,
+    test_fraction: float = 0.1,
+    seed: int = 0,
+    min_freq: int = 1,
+    max_pairs: int | None = None,
+    encoding: str = "utf-8",
+) -> TaskData:
     """Load a parallel corpus: one ``source<TAB>target`` pair a line.
 
     Columns after the second are ignored (e.g. the attribution column of the Tatoeba files);
@@ -559,8 +674,10 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
         if not 0.0 <= value < 1.0:
             raise ValueError(f"{name} must be in [0, 1), got {value}")
     if val_fraction + test_fraction >= 1.0:
-        raise ValueError(f"val_fraction + test_fraction must be < 1 to leave training data, got "
-                         f"{val_fraction} + {test_fraction}")
+        raise ValueError(
+            f"val_fraction + test_fraction must be < 1 to leave training data, got "
+            f"{val_fraction} + {test_fraction}"
+        )
     check_positive_int("seed", seed, minimum=0)
     if max_pairs is not None:
         check_positive_int("max_pairs", max_pairs)
@@ -569,8 +686,10 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
     try:
         codecs.lookup(encoding)
     except LookupError:
-        raise ValueError(f"encoding must be a text encoding Python knows (utf-8, latin-1, "
-                         f"cp1252, ...), got {encoding!r}") from None
+        raise ValueError(
+            f"encoding must be a text encoding Python knows (utf-8, latin-1, "
+            f"cp1252, ...), got {encoding!r}"
+        ) from None
     if path.is_dir():
         raise ValueError(f"{path} is a folder, not a file of sentence pairs")
 
@@ -583,8 +702,10 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
         n_lines += 1
         fields = line.split("\t")
         if len(fields) < 2:
-            raise ValueError(f"{path}, line {number}: expected at least 2 tab-separated "
-                             f"fields (source<TAB>target), got {len(fields)}: {line!r:.80}")
+            raise ValueError(
+                f"{path}, line {number}: expected at least 2 tab-separated "
+                f"fields (source<TAB>target), got {len(fields)}: {line!r:.80}"
+            )
         src = normalise_text(fields[0], level, lower)
         tgt = normalise_text(fields[1], level, lower)
         if not src or not tgt:
@@ -601,9 +722,11 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
             if max_pairs is not None and len(pairs) == max_pairs:
                 break
     if not pairs:
-        raise ValueError(f"{path}: no sentence pair left ({n_lines} lines read, {n_too_short} "
-                         f"shorter than min_len={min_len}, {n_too_long} longer than "
-                         f"max_len={max_len})")
+        raise ValueError(
+            f"{path}: no sentence pair left ({n_lines} lines read, {n_too_short} "
+            f"shorter than min_len={min_len}, {n_too_long} longer than "
+            f"max_len={max_len})"
+        )
 
     by_source: dict[str, list[tuple[str, str]]] = {}
     for pair in pairs:
@@ -613,25 +736,42 @@ def load_tsv(path: str | Path, *, level: str = "word", lower: bool = False, min_
     n_val = round(len(sources) * val_fraction)
     n_test = round(len(sources) * test_fraction)
     if len(sources) - n_val - n_test < 1:
-        raise ValueError(f"{path}: {len(sources)} distinct sources are too few to split with "
-                         f"val_fraction={val_fraction} and test_fraction={test_fraction}")
+        raise ValueError(
+            f"{path}: {len(sources)} distinct sources are too few to split with "
+            f"val_fraction={val_fraction} and test_fraction={test_fraction}"
+        )
 
     def gather(chunk):
         return [pair for s in chunk for pair in by_source[s]]
 
     val = gather(sources[:n_val])
-    test = gather(sources[n_val:n_val + n_test])
-    train = gather(sources[n_val + n_test:])
+    test = gather(sources[n_val : n_val + n_test])
+    train = gather(sources[n_val + n_test :])
     src_vocab = Vocab.build((s for s, _ in train), level, min_freq, unknown="unk")
     tgt_vocab = Vocab.build((t for _, t in train), level, min_freq, unknown="unk")
-    return TaskData(path.stem, train, val, test, src_vocab, tgt_vocab,
-                    {"path": str(path), "level": level, "lower": lower, "n_lines": n_lines,
-                     "n_too_short": n_too_short, "n_too_long": n_too_long, "seed": seed})
+    return TaskData(
+        path.stem,
+        train,
+        val,
+        test,
+        src_vocab,
+        tgt_vocab,
+        {
+            "path": str(path),
+            "level": level,
+            "lower": lower,
+            "n_lines": n_lines,
+            "n_too_short": n_too_short,
+            "n_too_long": n_too_long,
+            "seed": seed,
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # batching
 # --------------------------------------------------------------------------------------------
+
 
 class Seq2SeqDataset(Dataset):
     """Encoded ``(source, target)`` pairs, a ``torch.utils.data.Dataset``.
@@ -641,11 +781,18 @@ class Seq2SeqDataset(Dataset):
     so an unknown symbol fails here rather than in the middle of training.
     """
 
-    def __init__(self, pairs: Sequence[tuple[str, str]], src_vocab: Vocab, tgt_vocab: Vocab,
-                 src_eos: bool = False):
+    def __init__(
+        self,
+        pairs: Sequence[tuple[str, str]],
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        src_eos: bool = False,
+    ):
         if not isinstance(src_vocab, Vocab) or not isinstance(tgt_vocab, Vocab):
-            raise TypeError(f"src_vocab and tgt_vocab must be Vocab, got "
-                            f"{type(src_vocab).__name__} and {type(tgt_vocab).__name__}")
+            raise TypeError(
+                f"src_vocab and tgt_vocab must be Vocab, got "
+                f"{type(src_vocab).__name__} and {type(tgt_vocab).__name__}"
+            )
         if isinstance(pairs, str) or len(pairs) == 0:
             raise ValueError("pairs must be a non-empty list of (source, target) pairs")
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
@@ -657,10 +804,14 @@ class Seq2SeqDataset(Dataset):
             src, tgt = pair
             if not src_vocab.tokenize(src):
                 raise ValueError(f"pairs[{i}] has an empty source")
-            self.items.append((
-                torch.tensor(src_vocab.encode(src, add_eos=src_eos), dtype=torch.long),
-                torch.tensor(tgt_vocab.encode(tgt, add_bos=True, add_eos=True),
-                             dtype=torch.long)))
+            self.items.append(
+                (
+                    torch.tensor(src_vocab.encode(src, add_eos=src_eos), dtype=torch.long),
+                    torch.tensor(
+                        tgt_vocab.encode(tgt, add_bos=True, add_eos=True), dtype=torch.long
+                    ),
+                )
+            )
 
     def __len__(self) -> int:
         return len(self.items)
@@ -699,8 +850,8 @@ def collate(batch: Sequence[tuple[torch.Tensor, torch.Tensor]], pad_id: int = PA
             check_tensor(f"batch[{i}] {name}", t, ndim=1, integer=True, shape_hint="(L,)")
     if any(len(t) < 2 for t in tgts):
         raise ValueError("every target must hold at least BOS and EOS (length >= 2)")
-    src = pad_sequence(list(srcs), batch_first=True, padding_value=pad_id)      # (B, S)
-    tgt = pad_sequence(list(tgts), batch_first=True, padding_value=pad_id)      # (B, T + 1)
+    src = pad_sequence(list(srcs), batch_first=True, padding_value=pad_id)  # (B, S)
+    tgt = pad_sequence(list(tgts), batch_first=True, padding_value=pad_id)  # (B, T + 1)
     lengths = torch.tensor([len(s) for s in srcs], dtype=torch.long)
     return Batch(src, tgt[:, :-1], tgt[:, 1:], lengths)
 
@@ -714,8 +865,16 @@ class BucketBatchSampler(Sampler[list[int]]):
     set with :meth:`set_epoch`). ``shuffle=False`` gives batches in length order.
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, *, shuffle: bool = True,
-                 seed: int = 0, drop_last: bool = False, pool_batches: int = 50):
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        pool_batches: int = 50,
+    ):
         if len(lengths) == 0:
             raise ValueError("lengths is empty: nothing to batch")
         self.lengths = list(lengths)
@@ -736,8 +895,10 @@ class BucketBatchSampler(Sampler[list[int]]):
         pool = self.batch_size * self.pool_batches if self.shuffle else len(order)
         batches = []
         for start in range(0, len(order), pool):
-            chunk = sorted(order[start:start + pool], key=lambda i: self.lengths[i])
-            batches += [chunk[i:i + self.batch_size] for i in range(0, len(chunk), self.batch_size)]
+            chunk = sorted(order[start : start + pool], key=lambda i: self.lengths[i])
+            batches += [
+                chunk[i : i + self.batch_size] for i in range(0, len(chunk), self.batch_size)
+            ]
         if self.drop_last:
             batches = [b for b in batches if len(b) == self.batch_size]
         if self.shuffle:
@@ -747,16 +908,25 @@ class BucketBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         n = len(self.lengths)
         pool = self.batch_size * self.pool_batches if self.shuffle else n
-        sizes = [min(pool, n - start) for start in range(0, n, pool)]        # pool sizes
+        sizes = [min(pool, n - start) for start in range(0, n, pool)]  # pool sizes
         if self.drop_last:
             return sum(size // self.batch_size for size in sizes)
         return sum(-(-size // self.batch_size) for size in sizes)
 
 
-def make_loader(data: Sequence[tuple[str, str]] | Seq2SeqDataset, src_vocab: Vocab | None = None,
-                tgt_vocab: Vocab | None = None, batch_size: int = 64, *, shuffle: bool = True,
-                bucket: bool = True, seed: int = 0, drop_last: bool = False,
-                src_eos: bool = False, num_workers: int = 0) -> DataLoader:
+def make_loader(
+    data: Sequence[tuple[str, str]] | Seq2SeqDataset,
+    src_vocab: Vocab | None = None,
+    tgt_vocab: Vocab | None = None,
+    batch_size: int = 64,
+    *,
+    shuffle: bool = True,
+    bucket: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+    src_eos: bool = False,
+    num_workers: int = 0,
+) -> DataLoader:
     """A ``DataLoader`` of padded :class:`Batch` es from pairs (or a :class:`Seq2SeqDataset`).
 
     ``bucket=True`` batches sequences of similar length together (:class:`BucketBatchSampler`);
@@ -775,11 +945,19 @@ def make_loader(data: Sequence[tuple[str, str]] | Seq2SeqDataset, src_vocab: Voc
         return collate(items, PAD)
 
     if bucket:
-        sampler = BucketBatchSampler(dataset.lengths, batch_size, shuffle=shuffle, seed=seed,
-                                     drop_last=drop_last)
-        return DataLoader(dataset, batch_sampler=sampler, collate_fn=collate_fn,
-                          num_workers=num_workers)
+        sampler = BucketBatchSampler(
+            dataset.lengths, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last
+        )
+        return DataLoader(
+            dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=num_workers
+        )
     generator = torch.Generator().manual_seed(seed)
-    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
-                      collate_fn=collate_fn, generator=generator, num_workers=num_workers)
-
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=shuffle,
+        drop_last=drop_last,
+        collate_fn=collate_fn,
+        generator=generator,
+        num_workers=num_workers,
+    )

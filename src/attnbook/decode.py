@@ -49,12 +49,16 @@ _INTERFACE = ("pad_id", "init_decoder", "decode_step", "reorder_state")
 def _check_arguments(model, src, bos_id, eos_id, max_len) -> None:
     missing = [name for name in _INTERFACE if not hasattr(model, name)]
     if missing:
-        raise TypeError(f"model must have the decoding interface {_INTERFACE} "
-                        f"(see attnbook.decode); {type(model).__name__} lacks {missing}")
+        raise TypeError(
+            f"model must have the decoding interface {_INTERFACE} "
+            f"(see attnbook.decode); {type(model).__name__} lacks {missing}"
+        )
     check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
     if src.shape[0] == 0 or src.shape[1] == 0:
-        raise ValueError(f"src must hold at least one sequence of at least one token, got shape "
-                         f"{tuple(src.shape)}")
+        raise ValueError(
+            f"src must hold at least one sequence of at least one token, got shape "
+            f"{tuple(src.shape)}"
+        )
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         check_positive_int(name, value, minimum=0)
     check_positive_int("max_len", max_len)
@@ -79,8 +83,9 @@ class _EvalNoGrad:
         return False
 
 
-def _stack_steps(steps: list[dict[str, torch.Tensor]],
-                 alive: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+def _stack_steps(
+    steps: list[dict[str, torch.Tensor]], alive: list[torch.Tensor]
+) -> dict[str, torch.Tensor]:
     """Stack per-step attention dicts into ``{name: (B, steps, ...)}``.
 
     The last axis is padded with zeros to the widest step (the decoder self-attention grows by
@@ -94,10 +99,10 @@ def _stack_steps(steps: list[dict[str, torch.Tensor]],
         width = max(step[name].shape[-1] for step in steps)
         rows = []
         for step, keep in zip(steps, alive, strict=True):
-            w = F.pad(step[name], (0, width - step[name].shape[-1]))          # (B, ..., width)
+            w = F.pad(step[name], (0, width - step[name].shape[-1]))  # (B, ..., width)
             keep = keep.view(-1, *([1] * (w.dim() - 1)))
             rows.append(w * keep.to(w.dtype))
-        out[name] = torch.stack(rows, dim=1)                                  # (B, steps, ...)
+        out[name] = torch.stack(rows, dim=1)  # (B, steps, ...)
     return out
 
 
@@ -110,8 +115,7 @@ def length_penalty_factor(length: torch.Tensor | int, alpha: float) -> torch.Ten
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *,
-                      bos_id: int) -> torch.Tensor:
+def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *, bos_id: int) -> torch.Tensor:
     """``log P(Y | X)`` of given outputs, by one teacher-forced pass: how likely the model
     finds them (for instance to compare greedy decoding, beam search and the right answer).
 
@@ -126,14 +130,16 @@ def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *,
     check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
     check_tensor("ids", ids, ndim=2, integer=True, shape_hint="(B, L) of token ids after BOS")
     if ids.shape[0] != src.shape[0] or ids.shape[1] == 0:
-        raise ValueError(f"ids must be (B={src.shape[0]}, L >= 1) to match src "
-                         f"{tuple(src.shape)}, got {tuple(ids.shape)}")
+        raise ValueError(
+            f"ids must be (B={src.shape[0]}, L >= 1) to match src "
+            f"{tuple(src.shape)}, got {tuple(ids.shape)}"
+        )
     check_positive_int("bos_id", bos_id, minimum=0)
     home, device = src.device, model_device(model)
     src, ids = src.to(device), ids.to(device)
     bos = torch.full((ids.shape[0], 1), bos_id, dtype=ids.dtype, device=device)
     with _EvalNoGrad(model):
-        logits = model(src, torch.cat([bos, ids[:, :-1]], dim=1))             # (B, L, V)
+        logits = model(src, torch.cat([bos, ids[:, :-1]], dim=1))  # (B, L, V)
         step = F.log_softmax(logits.float(), dim=-1).gather(-1, ids[..., None])[..., 0]
     return (step * (ids != model.pad_id)).sum(dim=1).to(home)
 
@@ -142,8 +148,16 @@ def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *,
 # greedy decoding
 # --------------------------------------------------------------------------------------------
 
-def greedy_decode(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: int,
-                  return_attention: bool = False):
+
+def greedy_decode(
+    model,
+    src: torch.Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    return_attention: bool = False,
+):
     """Greedy decoding (贪心解码): at every step take the most likely next token.
 
     src ``(B, S)`` -> ids ``(B, L)``, ``L <= max_len``, the tokens after BOS; a sequence that
@@ -161,10 +175,10 @@ def greedy_decode(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len
         finished = torch.zeros(b, dtype=torch.bool, device=src.device)
         steps, alive = [], []
         for _ in range(max_len):
-            logits, state, attention = model.decode_step(tokens, state)          # (B, V)
-            next_token = logits.argmax(dim=-1)                                   # (B,)
+            logits, state, attention = model.decode_step(tokens, state)  # (B, V)
+            next_token = logits.argmax(dim=-1)  # (B,)
             next_token = next_token.masked_fill(finished, model.pad_id)
-            tokens = torch.cat([tokens, next_token[:, None]], dim=1)             # (B, t + 1)
+            tokens = torch.cat([tokens, next_token[:, None]], dim=1)  # (B, t + 1)
             if return_attention:
                 steps.append(attention)
                 alive.append(~finished)
@@ -181,9 +195,18 @@ def greedy_decode(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len
 # beam search
 # --------------------------------------------------------------------------------------------
 
-def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: int,
-                beam_size: int = 4, length_penalty: float = 0.6,
-                return_attention: bool = False):
+
+def beam_search(
+    model,
+    src: torch.Tensor,
+    *,
+    bos_id: int,
+    eos_id: int,
+    max_len: int,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    return_attention: bool = False,
+):
     """Beam search: keep the ``beam_size`` best hypotheses per example, return the best.
 
     Hypotheses are ranked by ``log P(y) / lp(|y|)`` with GNMT's length penalty
@@ -200,8 +223,10 @@ def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: 
     _check_arguments(model, src, bos_id, eos_id, max_len)
     check_positive_int("beam_size", beam_size)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
-        raise TypeError(f"length_penalty must be a float >= 0 (GNMT's alpha), got "
-                        f"{type(length_penalty).__name__} {length_penalty!r}")
+        raise TypeError(
+            f"length_penalty must be a float >= 0 (GNMT's alpha), got "
+            f"{type(length_penalty).__name__} {length_penalty!r}"
+        )
     if not length_penalty >= 0:
         raise ValueError(f"length_penalty must be >= 0 (GNMT's alpha), got {length_penalty}")
     home, device = src.device, model_device(model)
@@ -209,32 +234,34 @@ def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: 
     b, k = src.shape[0], beam_size
     with _EvalNoGrad(model):
         state = model.init_decoder(src)
-        rows = torch.arange(b, device=device).repeat_interleave(k)           # (B*K,)
-        state = model.reorder_state(state, rows)                              # K copies each
+        rows = torch.arange(b, device=device).repeat_interleave(k)  # (B*K,)
+        state = model.reorder_state(state, rows)  # K copies each
         tokens = torch.full((b * k, 1), bos_id, dtype=torch.long, device=device)
         # log P of each hypothesis; at the start only beam 0 is live (the others are copies)
         log_p = torch.full((b, k), float("-inf"), device=device)
         log_p[:, 0] = 0.0
-        score = log_p.clone()                                                 # log P / lp
+        score = log_p.clone()  # log P / lp
         finished = torch.zeros(b, k, dtype=torch.bool, device=device)
-        history: list[dict[str, torch.Tensor]] = []                           # per step
+        history: list[dict[str, torch.Tensor]] = []  # per step
         alive_history: list[torch.Tensor] = []
         for t in range(1, max_len + 1):
-            logits, state, attention = model.decode_step(tokens, state)      # (B*K, V)
+            logits, state, attention = model.decode_step(tokens, state)  # (B*K, V)
             v = logits.shape[-1]
             step_log_p = F.log_softmax(logits.float(), dim=-1).view(b, k, v)
             # candidates: a live beam extended by each token; an ended beam by pad only,
             # with its score unchanged
-            cand_log_p = log_p[:, :, None] + step_log_p                      # (B, K, V)
+            cand_log_p = log_p[:, :, None] + step_log_p  # (B, K, V)
             cand_score = cand_log_p / length_penalty_factor(t, length_penalty)
             ended = finished[:, :, None]
             pad_column = F.one_hot(torch.tensor(model.pad_id, device=device), v).bool()
-            cand_log_p = torch.where(ended, torch.where(pad_column, log_p[:, :, None],
-                                                        float("-inf")), cand_log_p)
-            cand_score = torch.where(ended, torch.where(pad_column, score[:, :, None],
-                                                        float("-inf")), cand_score)
-            score, flat = cand_score.view(b, k * v).topk(k, dim=-1)           # (B, K)
-            beam, token = flat // v, flat % v                                 # (B, K)
+            cand_log_p = torch.where(
+                ended, torch.where(pad_column, log_p[:, :, None], float("-inf")), cand_log_p
+            )
+            cand_score = torch.where(
+                ended, torch.where(pad_column, score[:, :, None], float("-inf")), cand_score
+            )
+            score, flat = cand_score.view(b, k * v).topk(k, dim=-1)  # (B, K)
+            beam, token = flat // v, flat % v  # (B, K)
             log_p = cand_log_p.view(b, k * v).gather(1, flat)
             was_finished = finished.gather(1, beam)
             finished = was_finished | (token == eos_id)
@@ -248,9 +275,9 @@ def beam_search(model, src: torch.Tensor, *, bos_id: int, eos_id: int, max_len: 
                 alive_history.append(~was_finished.view(-1))
             if (finished | torch.isneginf(log_p)).all():
                 break
-        best = score.argmax(dim=-1)                                           # (B,)
-        chosen = best + torch.arange(b, device=device) * k                    # rows in B*K
-        ids = tokens.index_select(0, chosen)[:, 1:]                           # (B, steps)
+        best = score.argmax(dim=-1)  # (B,)
+        chosen = best + torch.arange(b, device=device) * k  # rows in B*K
+        ids = tokens.index_select(0, chosen)[:, 1:]  # (B, steps)
         # drop the columns that are padding after EOS in every chosen hypothesis
         width = int(_before_or_at_eos(ids, eos_id).sum(dim=1).max())
         ids = ids[:, :width].to(home)

@@ -29,8 +29,10 @@ __all__ = ["sinusoidal_encoding", "relative_shift_matrix", "PositionalEncoding"]
 def _check_d_model_and_base(d_model, base) -> float:
     check_positive_int("d_model", d_model)
     if d_model % 2:
-        raise ValueError(f"d_model must be even for the sinusoidal encoding (sin/cos pairs), got "
-                         f"d_model={d_model}")
+        raise ValueError(
+            f"d_model must be even for the sinusoidal encoding (sin/cos pairs), got "
+            f"d_model={d_model}"
+        )
     if isinstance(base, bool) or not isinstance(base, (int, float)):
         raise TypeError(f"base must be a number > 1, got {type(base).__name__} {base!r}")
     if not base > 1:
@@ -40,7 +42,7 @@ def _check_d_model_and_base(d_model, base) -> float:
 
 def _frequencies(d_model: int, base: float) -> torch.Tensor:
     """``w_i = base^(-2i / d_model)`` for ``i = 0 .. d_model/2 - 1``, float64 ``(d_model/2,)``."""
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)              # 0, 2, 4, ...
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # 0, 2, 4, ...
     return 1.0 / torch.pow(base, two_i / d_model)
 
 
@@ -53,8 +55,8 @@ def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -
     """
     check_positive_int("n_positions", n_positions)
     base = _check_d_model_and_base(d_model, base)
-    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]         # (n, 1)
-    angle = pos * _frequencies(d_model, base)                              # (n, d/2)
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]  # (n, 1)
+    angle = pos * _frequencies(d_model, base)  # (n, d/2)
     pe = torch.empty(n_positions, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle)
@@ -70,15 +72,16 @@ def relative_shift_matrix(offset: int, d_model: int, base: float = 10000.0) -> t
     (``offset``, may be negative) but not on the position. float32, computed in float64.
     """
     if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int (a shift in positions), got "
-                        f"{type(offset).__name__} {offset!r}")
+        raise TypeError(
+            f"offset must be an int (a shift in positions), got {type(offset).__name__} {offset!r}"
+        )
     base = _check_d_model_and_base(d_model, base)
-    angle = offset * _frequencies(d_model, base)                           # (d/2,)
+    angle = offset * _frequencies(d_model, base)  # (d/2,)
     cos, sin = torch.cos(angle), torch.sin(angle)
     m = torch.zeros(d_model, d_model, dtype=torch.float64)
-    m[0::2, 0::2] = torch.diag(cos)        # sin' = sin cos(wk) + cos sin(wk)
+    m[0::2, 0::2] = torch.diag(cos)  # sin' = sin cos(wk) + cos sin(wk)
     m[1::2, 0::2] = torch.diag(sin)
-    m[0::2, 1::2] = torch.diag(-sin)       # cos' = cos cos(wk) - sin sin(wk)
+    m[0::2, 1::2] = torch.diag(-sin)  # cos' = cos cos(wk) - sin sin(wk)
     m[1::2, 1::2] = torch.diag(cos)
     return m.float()
 
@@ -95,8 +98,9 @@ class PositionalEncoding(nn.Module):
 
     KINDS = ("sinusoidal", "learned")
 
-    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.1,
-                 kind: str = "sinusoidal"):
+    def __init__(
+        self, d_model: int, max_len: int = 5000, dropout: float = 0.1, kind: str = "sinusoidal"
+    ):
         super().__init__()
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
@@ -108,23 +112,26 @@ class PositionalEncoding(nn.Module):
             self.register_buffer("pe", sinusoidal_encoding(max_len, d_model), persistent=False)
         else:
             self.embedding = nn.Embedding(max_len, d_model)
-            nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model ** -0.5)
+            nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
 
     def encoding(self, n: int) -> torch.Tensor:
         """The vectors added at positions ``0 .. n-1``, ``(n, d_model)``."""
         check_positive_int("n", n)
         if n > self.max_len:
-            raise ValueError(f"the input has {n} positions but max_len={self.max_len}; build "
-                             "the model with a larger max_len")
+            raise ValueError(
+                f"the input has {n} positions but max_len={self.max_len}; build "
+                "the model with a larger max_len"
+            )
         return self.pe[:n] if self.kind == "sinusoidal" else self.embedding.weight[:n]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``(B, L, d_model)`` -> ``dropout(x + encoding(L))``, the same shape."""
         check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
         if x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have last dimension d_model={self.d_model}, got shape "
-                             f"{tuple(x.shape)}")
-        return self.dropout(x + self.encoding(x.shape[1]))                 # (B, L, d_model)
+            raise ValueError(
+                f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}"
+            )
+        return self.dropout(x + self.encoding(x.shape[1]))  # (B, L, d_model)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}, kind={self.kind!r}"

@@ -54,8 +54,14 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
 from .attention import SCORE_FUNCTIONS, make_attention
 
-__all__ = ["CELLS", "RNNEncoder", "ContextDecoder", "AttentionDecoder", "Seq2Seq",
-           "gradient_by_distance"]
+__all__ = [
+    "CELLS",
+    "RNNEncoder",
+    "ContextDecoder",
+    "AttentionDecoder",
+    "Seq2Seq",
+    "gradient_by_distance",
+]
 
 CELLS = ("gru", "lstm", "rnn")
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
@@ -66,6 +72,7 @@ State = torch.Tensor | tuple[torch.Tensor, torch.Tensor]
 # --------------------------------------------------------------------------------------------
 # checks and small helpers
 # --------------------------------------------------------------------------------------------
+
 
 def _check_cell(cell) -> str:
     if cell not in CELLS:
@@ -83,12 +90,16 @@ def _check_pad_id(pad_id, vocab_size: int, name: str = "vocab_size") -> int:
 def _check_ids(name: str, ids, vocab_size: int, shape_hint: str) -> torch.Tensor:
     check_tensor(name, ids, ndim=2, integer=True, shape_hint=shape_hint)
     if ids.shape[0] == 0 or ids.shape[1] == 0:
-        raise ValueError(f"{name} must hold at least one sequence of at least one token "
-                         f"{shape_hint}, got shape {tuple(ids.shape)}")
+        raise ValueError(
+            f"{name} must hold at least one sequence of at least one token "
+            f"{shape_hint}, got shape {tuple(ids.shape)}"
+        )
     low, high = int(ids.min()), int(ids.max())
     if low < 0 or high >= vocab_size:
-        raise ValueError(f"{name} holds token ids in [{low}, {high}], but the vocabulary has "
-                         f"{vocab_size} tokens (ids 0..{vocab_size - 1})")
+        raise ValueError(
+            f"{name} holds token ids in [{low}, {high}], but the vocabulary has "
+            f"{vocab_size} tokens (ids 0..{vocab_size - 1})"
+        )
     return ids
 
 
@@ -116,14 +127,16 @@ def _check_state(name: str, state, cell: str, batch: int, hidden_dim: int) -> St
     for part in parts:
         check_tensor(name, part, ndim=2, floating=True, shape_hint="(B, H)")
         if tuple(part.shape) != (batch, hidden_dim):
-            raise ValueError(f"{name} must have shape (B, H) = ({batch}, {hidden_dim}), got "
-                             f"{tuple(part.shape)}")
+            raise ValueError(
+                f"{name} must have shape (B, H) = ({batch}, {hidden_dim}), got {tuple(part.shape)}"
+            )
     return state
 
 
 # --------------------------------------------------------------------------------------------
 # the encoder
 # --------------------------------------------------------------------------------------------
+
 
 class RNNEncoder(nn.Module):
     """Embed the source and run a GRU (default), LSTM or plain RNN over it.
@@ -139,8 +152,16 @@ class RNNEncoder(nn.Module):
       direction's last state. For an LSTM, ``final`` is the pair ``(h, c)``.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, cell: str = "gru",
-                 bidirectional: bool = False, dropout: float = 0.0, pad_id: int = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        cell: str = "gru",
+        bidirectional: bool = False,
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ):
         super().__init__()
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("emb_dim", emb_dim)
@@ -149,57 +170,67 @@ class RNNEncoder(nn.Module):
         self.pad_id = _check_pad_id(pad_id, vocab_size)
         self.vocab_size, self.hidden_dim = vocab_size, hidden_dim
         self.bidirectional = bool(bidirectional)
-        self.output_dim = hidden_dim * (2 if self.bidirectional else 1)     # D
+        self.output_dim = hidden_dim * (2 if self.bidirectional else 1)  # D
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
-        self.rnn = _RNN_CLASSES[cell](emb_dim, hidden_dim, batch_first=True,
-                                      bidirectional=self.bidirectional)
+        self.rnn = _RNN_CLASSES[cell](
+            emb_dim, hidden_dim, batch_first=True, bidirectional=self.bidirectional
+        )
 
     def source_mask(self, src: torch.Tensor) -> torch.Tensor:
         """``(B, S)`` bool, True at real tokens; checks that ``src`` is right-padded."""
         _check_ids("src", src, self.vocab_size, "(B, S) of token ids")
-        mask = src != self.pad_id                                           # (B, S)
-        lengths = mask.sum(dim=1)                                           # (B,)
+        mask = src != self.pad_id  # (B, S)
+        lengths = mask.sum(dim=1)  # (B,)
         if (lengths == 0).any():
             row = int((lengths == 0).nonzero()[0])
-            raise ValueError(f"src row {row} is all padding (pad_id={self.pad_id}); every "
-                             "source needs at least one real token")
+            raise ValueError(
+                f"src row {row} is all padding (pad_id={self.pad_id}); every "
+                "source needs at least one real token"
+            )
         positions = torch.arange(src.shape[1], device=src.device)
         if not torch.equal(mask, positions[None, :] < lengths[:, None]):
             row = int((mask != (positions[None, :] < lengths[:, None])).any(1).nonzero()[0])
-            raise ValueError(f"src must be right-padded (real tokens first, then pad_id="
-                             f"{self.pad_id}); row {row} has padding before a real token: "
-                             f"{src[row].tolist()}")
+            raise ValueError(
+                f"src must be right-padded (real tokens first, then pad_id="
+                f"{self.pad_id}); row {row} has padding before a real token: "
+                f"{src[row].tolist()}"
+            )
         return mask
 
     def forward(self, src: torch.Tensor) -> tuple[torch.Tensor, State]:
-        mask = self.source_mask(src)                                        # (B, S)
-        lengths = mask.sum(dim=1)                                           # (B,)
-        x = self.dropout(self.embedding(src))                               # (B, S, E)
+        mask = self.source_mask(src)  # (B, S)
+        lengths = mask.sum(dim=1)  # (B,)
+        x = self.dropout(self.embedding(src))  # (B, S, E)
         packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        packed_out, last = self.rnn(packed)       # last: (dirs, B, H) per state tensor
-        outputs, _ = pad_packed_sequence(packed_out, batch_first=True,
-                                         total_length=src.shape[1])         # (B, S, D)
+        packed_out, last = self.rnn(packed)  # last: (dirs, B, H) per state tensor
+        outputs, _ = pad_packed_sequence(
+            packed_out, batch_first=True, total_length=src.shape[1]
+        )  # (B, S, D)
 
-        def merge(h):                             # (dirs, B, H) -> (B, dirs * H) = [->; <-]
+        def merge(h):  # (dirs, B, H) -> (B, dirs * H) = [->; <-]
             return h.transpose(0, 1).reshape(h.shape[1], -1)
 
         final = tuple(merge(h) for h in last) if self.cell == "lstm" else merge(last)
         return outputs, final
 
     def extra_repr(self) -> str:
-        return f"cell={self.cell!r}, bidirectional={self.bidirectional}, output_dim={self.output_dim}"
+        return (
+            f"cell={self.cell!r}, bidirectional={self.bidirectional}, output_dim={self.output_dim}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # the two decoders
 # --------------------------------------------------------------------------------------------
 
+
 class _RNNDecoderBase(nn.Module):
     """Embedding, recurrence and output layer shared by both decoders."""
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, cell: str,
-                 dropout: float, pad_id: int):
+    def __init__(
+        self, vocab_size: int, emb_dim: int, hidden_dim: int, cell: str, dropout: float, pad_id: int
+    ):
         super().__init__()
         check_positive_int("vocab_size", vocab_size)
         check_positive_int("emb_dim", emb_dim)
@@ -210,14 +241,14 @@ class _RNNDecoderBase(nn.Module):
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.rnn = _RNN_CLASSES[cell](emb_dim, hidden_dim, batch_first=True)
-        self.out = nn.Linear(hidden_dim, vocab_size)                        # W_o
+        self.out = nn.Linear(hidden_dim, vocab_size)  # W_o
 
     def _recur(self, tgt_in: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
         """s_1..s_T from y_0..y_{T-1} (tgt_in, starting with BOS) and s_0 = ``state``."""
         _check_ids("tgt_in", tgt_in, self.vocab_size, "(B, T) of token ids")
         _check_state("state", state, self.cell, tgt_in.shape[0], self.hidden_dim)
-        y = self.dropout(self.embedding(tgt_in))                            # (B, T, E)
-        s, last = self.rnn(y, _to_torch_state(state))                       # s: (B, T, H)
+        y = self.dropout(self.embedding(tgt_in))  # (B, T, E)
+        s, last = self.rnn(y, _to_torch_state(state))  # s: (B, T, H)
         return s, _from_torch_state(last)
 
 
@@ -230,13 +261,20 @@ class ContextDecoder(_RNNDecoderBase):
     scores ``y_{t+1}``. The returned state is ``s_T``, to continue decoding from.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, cell: str = "gru",
-                 dropout: float = 0.0, pad_id: int = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        cell: str = "gru",
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ):
         super().__init__(vocab_size, emb_dim, hidden_dim, cell, dropout, pad_id)
 
     def forward(self, tgt_in: torch.Tensor, context: State) -> tuple[torch.Tensor, State]:
-        s, state = self._recur(tgt_in, context)                             # (B, T, H)
-        return self.out(self.dropout(s)), state                             # (B, T, V)
+        s, state = self._recur(tgt_in, context)  # (B, T, H)
+        return self.out(self.dropout(s)), state  # (B, T, V)
 
 
 class AttentionDecoder(_RNNDecoderBase):
@@ -253,9 +291,18 @@ class AttentionDecoder(_RNNDecoderBase):
     (default ``hidden_dim``). ``"dot"`` needs ``memory_dim == hidden_dim``.
     """
 
-    def __init__(self, vocab_size: int, emb_dim: int, hidden_dim: int, memory_dim: int,
-                 score: str = "additive", attn_dim: int | None = None, cell: str = "gru",
-                 dropout: float = 0.0, pad_id: int = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        memory_dim: int,
+        score: str = "additive",
+        attn_dim: int | None = None,
+        cell: str = "gru",
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ):
         super().__init__(vocab_size, emb_dim, hidden_dim, cell, dropout, pad_id)
         check_positive_int("memory_dim", memory_dim)
         if attn_dim is not None:
@@ -264,24 +311,29 @@ class AttentionDecoder(_RNNDecoderBase):
             raise ValueError(f"score must be one of {SCORE_FUNCTIONS}, got {score!r}")
         self.memory_dim, self.score = memory_dim, score
         self.attention = make_attention(score, hidden_dim, memory_dim, attn_dim or hidden_dim)
-        self.combine = nn.Linear(memory_dim + hidden_dim, hidden_dim)       # W_c
+        self.combine = nn.Linear(memory_dim + hidden_dim, hidden_dim)  # W_c
 
-    def forward(self, tgt_in: torch.Tensor, state: State, memory: torch.Tensor,
-                src_mask: torch.Tensor) -> tuple[torch.Tensor, State, torch.Tensor]:
+    def forward(
+        self, tgt_in: torch.Tensor, state: State, memory: torch.Tensor, src_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, State, torch.Tensor]:
         check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, D)")
         if memory.shape[-1] != self.memory_dim:
-            raise ValueError(f"memory must have last dimension memory_dim={self.memory_dim}, "
-                             f"got shape {tuple(memory.shape)}")
+            raise ValueError(
+                f"memory must have last dimension memory_dim={self.memory_dim}, "
+                f"got shape {tuple(memory.shape)}"
+            )
         check_tensor("src_mask", src_mask, ndim=2, boolean=True, shape_hint="(B, S)")
         if src_mask.shape != memory.shape[:2]:
-            raise ValueError(f"src_mask must have shape (B, S) = {tuple(memory.shape[:2])}, "
-                             f"got {tuple(src_mask.shape)}")
+            raise ValueError(
+                f"src_mask must have shape (B, S) = {tuple(memory.shape[:2])}, "
+                f"got {tuple(src_mask.shape)}"
+            )
         check_same_size("tgt_in", tgt_in.shape[0], "memory", memory.shape[0], "batch size")
-        s, state = self._recur(tgt_in, state)                               # (B, T, H)
+        s, state = self._recur(tgt_in, state)  # (B, T, H)
         # steps 1-3 for all T decoder states at once: scores, softmax, weighted sum
-        context, weights = self.attention(s, memory, mask=src_mask)         # (B,T,D), (B,T,S)
+        context, weights = self.attention(s, memory, mask=src_mask)  # (B,T,D), (B,T,S)
         attentional = torch.tanh(self.combine(torch.cat([context, s], dim=-1)))  # (B, T, H)
-        return self.out(self.dropout(attentional)), state, weights          # (B, T, V)
+        return self.out(self.dropout(attentional)), state, weights  # (B, T, V)
 
     def extra_repr(self) -> str:
         return f"score={self.score!r}, memory_dim={self.memory_dim}"
@@ -290,6 +342,7 @@ class AttentionDecoder(_RNNDecoderBase):
 # --------------------------------------------------------------------------------------------
 # the whole model
 # --------------------------------------------------------------------------------------------
+
 
 class Seq2Seq(nn.Module):
     """An RNN encoder-decoder, without attention (``attention=None``) or with it.
@@ -323,40 +376,58 @@ class Seq2Seq(nn.Module):
     model's state holds nothing from the source but ``s_0 = C``.
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, emb_dim: int = 64,
-                 hidden_dim: int = 128, cell: str = "gru", bidirectional: bool = False,
-                 attention: str | None = None, pad_id: int = 0, dropout: float = 0.0,
-                 attn_dim: int | None = None):
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        emb_dim: int = 64,
+        hidden_dim: int = 128,
+        cell: str = "gru",
+        bidirectional: bool = False,
+        attention: str | None = None,
+        pad_id: int = 0,
+        dropout: float = 0.0,
+        attn_dim: int | None = None,
+    ):
         super().__init__()
         check_positive_int("src_vocab_size", src_vocab_size)
         check_positive_int("tgt_vocab_size", tgt_vocab_size)
         _check_pad_id(pad_id, src_vocab_size, "src_vocab_size")
         _check_pad_id(pad_id, tgt_vocab_size, "tgt_vocab_size")
         if attention is not None and attention not in SCORE_FUNCTIONS:
-            raise ValueError(f"attention must be None (fixed context vector) or one of "
-                             f"{SCORE_FUNCTIONS}, got {attention!r}")
+            raise ValueError(
+                f"attention must be None (fixed context vector) or one of "
+                f"{SCORE_FUNCTIONS}, got {attention!r}"
+            )
         if attention in ("dot", "scaled_dot") and bidirectional:
-            raise ValueError(f"attention={attention!r} needs the decoder state and the encoder "
-                             f"states to have the same size, but a bidirectional encoder's "
-                             f"states have 2 * hidden_dim = {2 * hidden_dim}; use "
-                             "'general' or 'additive', or bidirectional=False")
+            raise ValueError(
+                f"attention={attention!r} needs the decoder state and the encoder "
+                f"states to have the same size, but a bidirectional encoder's "
+                f"states have 2 * hidden_dim = {2 * hidden_dim}; use "
+                "'general' or 'additive', or bidirectional=False"
+            )
         if attn_dim is not None and attention != "additive":
-            raise ValueError(f"attn_dim is the hidden size of the additive score; it has no "
-                             f"use with attention={attention!r}")
+            raise ValueError(
+                f"attn_dim is the hidden size of the additive score; it has no "
+                f"use with attention={attention!r}"
+            )
         self.pad_id, self.attention = pad_id, attention
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.cell, self.hidden_dim = _check_cell(cell), hidden_dim
-        self.encoder = RNNEncoder(src_vocab_size, emb_dim, hidden_dim, cell, bidirectional,
-                                  dropout, pad_id)
+        self.encoder = RNNEncoder(
+            src_vocab_size, emb_dim, hidden_dim, cell, bidirectional, dropout, pad_id
+        )
         d = self.encoder.output_dim
-        self.bridge = nn.Linear(d, hidden_dim) if bidirectional else None           # W_s
+        self.bridge = nn.Linear(d, hidden_dim) if bidirectional else None  # W_s
         self.bridge_cell = nn.Linear(d, hidden_dim) if bidirectional and cell == "lstm" else None
         if attention is None:
-            self.decoder = ContextDecoder(tgt_vocab_size, emb_dim, hidden_dim, cell, dropout,
-                                          pad_id)
+            self.decoder = ContextDecoder(
+                tgt_vocab_size, emb_dim, hidden_dim, cell, dropout, pad_id
+            )
         else:
-            self.decoder = AttentionDecoder(tgt_vocab_size, emb_dim, hidden_dim, d, attention,
-                                            attn_dim, cell, dropout, pad_id)
+            self.decoder = AttentionDecoder(
+                tgt_vocab_size, emb_dim, hidden_dim, d, attention, attn_dim, cell, dropout, pad_id
+            )
 
     @property
     def has_attention(self) -> bool:
@@ -373,8 +444,9 @@ class Seq2Seq(nn.Module):
             return torch.tanh(self.bridge(h)), self.bridge_cell(c)
         return torch.tanh(self.bridge(final))
 
-    def decoder_state(self, memory: torch.Tensor, final: State,
-                      src_mask: torch.Tensor) -> dict[str, torch.Tensor]:
+    def decoder_state(
+        self, memory: torch.Tensor, final: State, src_mask: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """The decoder's starting state from the encoder's results.
 
         ``memory`` ``(B, S, D)`` and ``final`` are :class:`RNNEncoder`'s outputs, ``src_mask``
@@ -388,8 +460,8 @@ class Seq2Seq(nn.Module):
 
     def init_decoder(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
         """Run the encoder once: ``src (B, S)`` -> the decoder state (a dict, batch first)."""
-        memory, final = self.encoder(src)                 # (B, S, D); checks src as well
-        return self.decoder_state(memory, final, src != self.pad_id)        # mask (B, S)
+        memory, final = self.encoder(src)  # (B, S, D); checks src as well
+        return self.decoder_state(memory, final, src != self.pad_id)  # mask (B, S)
 
     # ---------------------------------------------------------------- decoding
 
@@ -399,8 +471,9 @@ class Seq2Seq(nn.Module):
         Returns ``(logits (B, T, V), new_state, weights (B, T, S) or None)``.
         """
         if not isinstance(state, dict) or "hidden" not in state:
-            raise TypeError(f"state must be the dict that init_decoder returns, got "
-                            f"{type(state).__name__}")
+            raise TypeError(
+                f"state must be the dict that init_decoder returns, got {type(state).__name__}"
+            )
         s0 = (state["hidden"], state["cell"]) if self.cell == "lstm" else state["hidden"]
         if self.has_attention:
             logits, last, weights = self.decoder(tgt_in, s0, state["memory"], state["src_mask"])
@@ -420,8 +493,10 @@ class Seq2Seq(nn.Module):
         models only).
         """
         if return_attention and not self.has_attention:
-            raise ValueError("return_attention=True needs an attention model; this Seq2Seq has "
-                             "attention=None (the fixed context vector has no weights)")
+            raise ValueError(
+                "return_attention=True needs an attention model; this Seq2Seq has "
+                "attention=None (the fixed context vector has no weights)"
+            )
         _check_ids("tgt_in", tgt_in, self.tgt_vocab_size, "(B, T) of token ids, BOS first")
         check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
         check_same_size("src", src.shape[0], "tgt_in", tgt_in.shape[0], "batch size")
@@ -433,12 +508,13 @@ class Seq2Seq(nn.Module):
         """One step: the prefix ``tokens (B, t)`` (BOS first) -> ``(logits (B, V), state,
         attention)``. Only ``tokens[:, -1]`` is read; the state carries the rest."""
         _check_ids("tokens", tokens, self.tgt_vocab_size, "(B, t) of token ids, BOS first")
-        logits, state, weights = self.decode(tokens[:, -1:], state)         # (B, 1, V)
-        attention = {} if weights is None else {"cross": weights[:, 0]}     # (B, S)
+        logits, state, weights = self.decode(tokens[:, -1:], state)  # (B, 1, V)
+        attention = {} if weights is None else {"cross": weights[:, 0]}  # (B, S)
         return logits[:, 0], state, attention
 
-    def reorder_state(self, state: dict[str, torch.Tensor],
-                      index: torch.Tensor) -> dict[str, torch.Tensor]:
+    def reorder_state(
+        self, state: dict[str, torch.Tensor], index: torch.Tensor
+    ) -> dict[str, torch.Tensor]:
         """Pick (and repeat) batch rows of every tensor in ``state``: beam search uses it."""
         check_tensor("index", index, ndim=1, integer=True, shape_hint="(B',)")
         return {name: t.index_select(0, index) for name, t in state.items()}
@@ -450,6 +526,7 @@ class Seq2Seq(nn.Module):
 # --------------------------------------------------------------------------------------------
 # vanishing gradients, measured
 # --------------------------------------------------------------------------------------------
+
 
 def gradient_by_distance(encoder: RNNEncoder, src: torch.Tensor) -> torch.Tensor:
     """How much the final state ``h_S`` depends on each input, by distance from the end.
@@ -466,24 +543,27 @@ def gradient_by_distance(encoder: RNNEncoder, src: torch.Tensor) -> torch.Tensor
     takes ``H`` backward passes (one per unit of ``h_S``).
     """
     if not isinstance(encoder, RNNEncoder):
-        raise TypeError(f"encoder must be an attnbook.rnn.RNNEncoder, got "
-                        f"{type(encoder).__name__}")
+        raise TypeError(f"encoder must be an attnbook.rnn.RNNEncoder, got {type(encoder).__name__}")
     if encoder.bidirectional:
-        raise ValueError("encoder must be unidirectional (bidirectional=False): a bidirectional "
-                         "encoder's final state mixes the last and the first input, so "
-                         "'distance from the end' has no single meaning")
+        raise ValueError(
+            "encoder must be unidirectional (bidirectional=False): a bidirectional "
+            "encoder's final state mixes the last and the first input, so "
+            "'distance from the end' has no single meaning"
+        )
     _check_ids("src", src, encoder.vocab_size, "(B, S) of token ids")
     if (src == encoder.pad_id).any():
         row = int((src == encoder.pad_id).any(1).nonzero()[0])
-        raise ValueError(f"src must hold no padding (pad_id={encoder.pad_id}), so that every "
-                         f"row has the same distances; row {row} has some: {src[row].tolist()}")
-    emb = encoder.embedding(src).detach().requires_grad_(True)          # (B, S, E)
+        raise ValueError(
+            f"src must hold no padding (pad_id={encoder.pad_id}), so that every "
+            f"row has the same distances; row {row} has some: {src[row].tolist()}"
+        )
+    emb = encoder.embedding(src).detach().requires_grad_(True)  # (B, S, E)
     with torch.enable_grad():
-        _, last = encoder.rnn(emb)                # no dropout: last (1, B, H) or (h, c)
-        h_final = (last[0] if encoder.cell == "lstm" else last)[0]      # (B, H)
-        squares = torch.zeros(src.shape, dtype=emb.dtype, device=emb.device)   # (B, S)
-        for k in range(h_final.shape[1]):         # row k of the Jacobian, for every b and t
+        _, last = encoder.rnn(emb)  # no dropout: last (1, B, H) or (h, c)
+        h_final = (last[0] if encoder.cell == "lstm" else last)[0]  # (B, H)
+        squares = torch.zeros(src.shape, dtype=emb.dtype, device=emb.device)  # (B, S)
+        for k in range(h_final.shape[1]):  # row k of the Jacobian, for every b and t
             (g,) = torch.autograd.grad(h_final[:, k].sum(), emb, retain_graph=True)
-            squares += g.pow(2).sum(-1)                                 # (B, S)
-    norms = squares.sqrt().mean(0)                                      # (S,), by position t
-    return norms.flip(0).detach()                                       # by distance d
+            squares += g.pow(2).sum(-1)  # (B, S)
+    norms = squares.sqrt().mean(0)  # (S,), by position t
+    return norms.flip(0).detach()  # by distance d

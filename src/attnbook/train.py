@@ -57,12 +57,25 @@ from .decode import greedy_decode
 from .utils import DEVICES, get_device, model_device
 
 __all__ = [
-    "OPTIMIZERS", "SCHEDULES", "CHECKPOINT_FORMAT",
-    "label_smoothed_loss", "token_accuracy", "exact_match",
-    "noam_lr", "constant_lr", "cosine_lr", "scheduled_lr",
-    "TrainConfig", "Trainer", "train_model",
-    "atomic_save", "atomic_write", "remove_stale_temp_files", "load_checkpoint",
-    "CheckpointError", "NonFiniteLossError",
+    "OPTIMIZERS",
+    "SCHEDULES",
+    "CHECKPOINT_FORMAT",
+    "label_smoothed_loss",
+    "token_accuracy",
+    "exact_match",
+    "noam_lr",
+    "constant_lr",
+    "cosine_lr",
+    "scheduled_lr",
+    "TrainConfig",
+    "Trainer",
+    "train_model",
+    "atomic_save",
+    "atomic_write",
+    "remove_stale_temp_files",
+    "load_checkpoint",
+    "CheckpointError",
+    "NonFiniteLossError",
     "init_distributed",
 ]
 
@@ -81,34 +94,53 @@ class NonFiniteLossError(FloatingPointError):
     Nothing is saved from such a model: ``checkpoint`` is the last good one (None if none),
     written at step ``saved_step``."""
 
-    def __init__(self, step: int, loss: float, checkpoint: Path | None = None, *,
-                 what: str = "training loss", saved_step: int | None = None):
+    def __init__(
+        self,
+        step: int,
+        loss: float,
+        checkpoint: Path | None = None,
+        *,
+        what: str = "training loss",
+        saved_step: int | None = None,
+    ):
         self.step, self.loss, self.checkpoint = step, loss, checkpoint
         self.what, self.saved_step = what, saved_step
         at = f" (step {saved_step})" if saved_step is not None else ""
-        kept = (f"the last good checkpoint, {checkpoint}{at}, is kept untouched" if checkpoint
-                else "no checkpoint was written")
-        when = ("before that update" if what == "training loss"
-                else "without saving that model")
-        super().__init__(f"the {what} became {loss} at step {step}; training stopped {when} "
-                         f"({kept}). Try a lower learning rate or lr scale, a longer warm-up, "
-                         "gradient clipping, or --no-amp")
+        kept = (
+            f"the last good checkpoint, {checkpoint}{at}, is kept untouched"
+            if checkpoint
+            else "no checkpoint was written"
+        )
+        when = "before that update" if what == "training loss" else "without saving that model"
+        super().__init__(
+            f"the {what} became {loss} at step {step}; training stopped {when} "
+            f"({kept}). Try a lower learning rate or lr scale, a longer warm-up, "
+            "gradient clipping, or --no-amp"
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # loss and accuracy
 # --------------------------------------------------------------------------------------------
 
+
 def _check_logits_targets(logits, targets) -> None:
     check_tensor("logits", logits, ndim=3, floating=True, shape_hint="(B, T, V)")
     check_tensor("targets", targets, ndim=2, integer=True, shape_hint="(B, T)")
     if logits.shape[:2] != targets.shape:
-        raise ValueError(f"logits (B, T, V) and targets (B, T) must agree in B and T, got "
-                         f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)}")
+        raise ValueError(
+            f"logits (B, T, V) and targets (B, T) must agree in B and T, got "
+            f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
 
 
-def label_smoothed_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0,
-                        smoothing: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+def label_smoothed_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    pad_id: int = 0,
+    smoothing: float = 0.0,
+    reduction: str = "mean",
+) -> torch.Tensor:
     """Cross-entropy against the smoothed distribution ``q = (1 - eps) one_hot(y) + eps / V``.
 
     ``logits (B, T, V)``, ``targets (B, T)``; positions where ``targets == pad_id`` count for
@@ -125,9 +157,9 @@ def label_smoothed_loss(logits: torch.Tensor, targets: torch.Tensor, pad_id: int
     eps = check_probability("smoothing", smoothing)
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
-    log_p = F.log_softmax(logits.float(), dim=-1)                       # (B, T, V)
-    real = targets != pad_id                                            # (B, T)
-    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)          # (B, T): -log p_y
+    log_p = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    real = targets != pad_id  # (B, T)
+    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T): -log p_y
     loss = (1.0 - eps) * nll + eps * (-log_p.mean(dim=-1)) if eps else nll
     total = loss.masked_fill(~real, 0.0).sum()
     if reduction == "sum":
@@ -154,17 +186,20 @@ def exact_match(predictions: torch.Tensor, targets: torch.Tensor, pad_id: int = 
     check_tensor("predictions", predictions, ndim=2, integer=True, shape_hint="(B, L)")
     check_tensor("targets", targets, ndim=2, integer=True, shape_hint="(B, T)")
     if predictions.shape[0] != targets.shape[0]:
-        raise ValueError(f"predictions and targets must have the same batch size, got "
-                         f"{tuple(predictions.shape)} and {tuple(targets.shape)}")
+        raise ValueError(
+            f"predictions and targets must have the same batch size, got "
+            f"{tuple(predictions.shape)} and {tuple(targets.shape)}"
+        )
     width = max(predictions.shape[1], targets.shape[1])
-    p = F.pad(predictions, (0, width - predictions.shape[1]), value=pad_id)     # (B, W)
-    t = F.pad(targets, (0, width - targets.shape[1]), value=pad_id)             # (B, W)
+    p = F.pad(predictions, (0, width - predictions.shape[1]), value=pad_id)  # (B, W)
+    t = F.pad(targets, (0, width - targets.shape[1]), value=pad_id)  # (B, W)
     return (p == t).all(dim=1)
 
 
 # --------------------------------------------------------------------------------------------
 # learning-rate schedules: step 1 is the first update
 # --------------------------------------------------------------------------------------------
+
 
 def _check_step(step) -> int:
     return check_positive_int("step", step)
@@ -189,7 +224,7 @@ def noam_lr(step: int, d_model: int, warmup: int, scale: float = 1.0) -> float:
     check_positive_int("d_model", d_model)
     check_positive_int("warmup", warmup)
     scale = _check_lr("scale", scale)
-    return scale * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+    return scale * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
 def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
@@ -200,8 +235,7 @@ def constant_lr(step: int, lr: float, warmup: int = 0) -> float:
     return lr * min(1.0, step / warmup) if warmup else lr
 
 
-def cosine_lr(step: int, lr: float, warmup: int, total_steps: int,
-              min_ratio: float = 0.1) -> float:
+def cosine_lr(step: int, lr: float, warmup: int, total_steps: int, min_ratio: float = 0.1) -> float:
     """Linear warm-up to ``lr`` over ``warmup`` steps, then a half cosine down to
     ``min_ratio * lr`` at ``total_steps`` (and flat after it)."""
     _check_step(step)
@@ -216,8 +250,9 @@ def cosine_lr(step: int, lr: float, warmup: int, total_steps: int,
     return lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
-def scheduled_lr(config: TrainConfig, step: int, total_steps: int | None,
-                 d_model: int | None) -> float:
+def scheduled_lr(
+    config: TrainConfig, step: int, total_steps: int | None, d_model: int | None
+) -> float:
     """The learning rate of update ``step`` under ``config``'s schedule, for a run of
     ``total_steps`` (cosine) and a model of width ``d_model`` (noam)."""
     c = config
@@ -231,6 +266,7 @@ def scheduled_lr(config: TrainConfig, step: int, total_steps: int | None,
 # --------------------------------------------------------------------------------------------
 # configuration
 # --------------------------------------------------------------------------------------------
+
 
 @dataclass
 class TrainConfig:
@@ -287,18 +323,25 @@ class TrainConfig:
         check_positive_int("warmup", self.warmup, minimum=0)
         check_positive_int("seed", self.seed, minimum=0)
         if self.steps is not None and self.epochs is not None:
-            raise ValueError(f"give steps or epochs, not both: got steps={self.steps} and "
-                             f"epochs={self.epochs}")
+            raise ValueError(
+                f"give steps or epochs, not both: got steps={self.steps} and epochs={self.epochs}"
+            )
         if self.max_seconds is not None:
             _check_lr("max_seconds", self.max_seconds)
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"schedule must be one of {SCHEDULES}, got {self.schedule!r}")
-        if self.schedule == "cosine" and self.steps is None and self.epochs is None \
-                and self.max_seconds is not None:
-            raise ValueError("schedule='cosine' needs to know the run's length: give steps or "
-                             "epochs (max_seconds alone does not say how many steps)")
+        if (
+            self.schedule == "cosine"
+            and self.steps is None
+            and self.epochs is None
+            and self.max_seconds is not None
+        ):
+            raise ValueError(
+                "schedule='cosine' needs to know the run's length: give steps or "
+                "epochs (max_seconds alone does not say how many steps)"
+            )
         if self.schedule == "noam" and self.warmup == 0:
             raise ValueError("schedule='noam' needs warmup >= 1, got 0")
         _check_lr("lr", self.lr)
@@ -316,8 +359,7 @@ class TrainConfig:
             _check_lr("grad_clip", self.grad_clip)
         check_probability("label_smoothing", self.label_smoothing)
         if self.device not in DEVICES and not str(self.device).startswith("cuda:"):
-            raise ValueError(f"device must be one of {DEVICES} (or 'cuda:N'), got "
-                             f"{self.device!r}")
+            raise ValueError(f"device must be one of {DEVICES} (or 'cuda:N'), got {self.device!r}")
         if self.amp not in (None, True, False):
             raise TypeError(f"amp must be None (auto), True or False, got {self.amp!r}")
 
@@ -335,6 +377,7 @@ class TrainConfig:
 # the order of the batches: resumable
 # --------------------------------------------------------------------------------------------
 
+
 class BatchOrder:
     """Global batches of example indices, epoch after epoch, from a seeded generator.
 
@@ -344,8 +387,7 @@ class BatchOrder:
     batch. Partial batches are dropped (unless the data are smaller than one batch).
     """
 
-    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0,
-                 bucket: bool = True):
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int = 0, bucket: bool = True):
         self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
         self.bucket = bucket
         self.epoch, self.position = 0, 0
@@ -355,15 +397,17 @@ class BatchOrder:
         if self._cache is None or self._cache[0] != epoch:
             drop_last = len(self.lengths) >= self.batch_size
             if self.bucket:
-                sampler = BucketBatchSampler(self.lengths, self.batch_size, seed=self.seed,
-                                             drop_last=drop_last)
+                sampler = BucketBatchSampler(
+                    self.lengths, self.batch_size, seed=self.seed, drop_last=drop_last
+                )
                 sampler.set_epoch(epoch)
                 batches = list(sampler)
             else:
                 g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
                 order = torch.randperm(len(self.lengths), generator=g).tolist()
-                batches = [order[i:i + self.batch_size]
-                           for i in range(0, len(order), self.batch_size)]
+                batches = [
+                    order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)
+                ]
                 if drop_last:
                     batches = [b for b in batches if len(b) == self.batch_size]
             self._cache = (epoch, batches)
@@ -385,17 +429,28 @@ class BatchOrder:
         self.position += 1
 
     def state_dict(self) -> dict:
-        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "batch_size": self.batch_size, "n_examples": len(self.lengths),
-                "bucket": self.bucket}
+        return {
+            "epoch": self.epoch,
+            "position": self.position,
+            "seed": self.seed,
+            "batch_size": self.batch_size,
+            "n_examples": len(self.lengths),
+            "bucket": self.bucket,
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        for key, mine in (("n_examples", len(self.lengths)), ("batch_size", self.batch_size),
-                          ("seed", self.seed), ("bucket", self.bucket)):
+        for key, mine in (
+            ("n_examples", len(self.lengths)),
+            ("batch_size", self.batch_size),
+            ("seed", self.seed),
+            ("bucket", self.bucket),
+        ):
             if state.get(key) != mine:
-                raise CheckpointError(f"the checkpoint's batch order has {key}={state.get(key)}"
-                                      f" but this run has {key}={mine}; resume with the same "
-                                      "data, batch size and seed")
+                raise CheckpointError(
+                    f"the checkpoint's batch order has {key}={state.get(key)}"
+                    f" but this run has {key}={mine}; resume with the same "
+                    "data, batch size and seed"
+                )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
 
 
@@ -430,8 +485,9 @@ def atomic_write(path: str | Path, write) -> Path:
                 why = "no space left on device"
             else:
                 why = e.strerror or str(e)
-            error = OSError(f"could not write {path}: {why} (the previous {path.name}, if "
-                            "any, is untouched)")
+            error = OSError(
+                f"could not write {path}: {why} (the previous {path.name}, if any, is untouched)"
+            )
             error.errno = e.errno
             raise error from e
         raise
@@ -466,7 +522,7 @@ def _process_exists(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:                 # PermissionError: it exists, as another user's process
+    except OSError:  # PermissionError: it exists, as another user's process
         return True
     return True
 
@@ -483,22 +539,27 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
         raise CheckpointError(f"checkpoint {path} does not exist (or is not a file)")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:          # a truncated zip, random bytes, a pickle with code...
+    except Exception as e:  # a truncated zip, random bytes, a pickle with code...
         if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e).lower():
             why = "not a PyTorch checkpoint, or one holding more than tensors and plain values"
         else:
             why = str(e).strip().splitlines()[0][:150] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"checkpoint {path} is corrupt or not a checkpoint: torch.load "
-                              f"could not read it ({why})") from e
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or not a checkpoint: torch.load "
+            f"could not read it ({why})"
+        ) from e
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise CheckpointError(f"{path} is not an attnbook training checkpoint (it has no "
-                              f"format={CHECKPOINT_FORMAT!r} entry)")
+        raise CheckpointError(
+            f"{path} is not an attnbook training checkpoint (it has no "
+            f"format={CHECKPOINT_FORMAT!r} entry)"
+        )
     return ckpt
 
 
 # --------------------------------------------------------------------------------------------
 # processes and devices
 # --------------------------------------------------------------------------------------------
+
 
 def init_distributed(backend: str | None = None) -> tuple[int, int]:
     """Join the process group that ``torchrun`` describes in the environment.
@@ -544,14 +605,22 @@ def _amp_settings(device: torch.device, amp: bool | None) -> tuple[torch.dtype |
         return torch.float16, True
     if device.type == "mps":
         return torch.float16, True
-    return torch.bfloat16, False                                  # CPU
+    return torch.bfloat16, False  # CPU
 
 
 def _rng_state() -> dict:
     np_state = np.random.get_state()
-    state = {"python": random.getstate(), "torch": torch.get_rng_state(),
-             "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)),
-                       int(np_state[2]), int(np_state[3]), float(np_state[4]))}
+    state = {
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "numpy": (
+            np_state[0],
+            torch.from_numpy(np_state[1].astype(np.int64)),
+            int(np_state[2]),
+            int(np_state[3]),
+            float(np_state[4]),
+        ),
+    }
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
@@ -562,8 +631,11 @@ def _set_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"].cpu())
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
-    if "cuda" in state and torch.cuda.is_available() \
-            and len(state["cuda"]) == torch.cuda.device_count():
+    if (
+        "cuda" in state
+        and torch.cuda.is_available()
+        and len(state["cuda"]) == torch.cuda.device_count()
+    ):
         torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda"]])
 
 
@@ -602,16 +674,21 @@ class _StopOnSignal:
 # the trainer
 # --------------------------------------------------------------------------------------------
 
+
 def _as_dataset(name: str, data, src_vocab, tgt_vocab) -> Seq2SeqDataset:
     if isinstance(data, Seq2SeqDataset):
         return data
     if isinstance(data, (list, tuple)):
         if src_vocab is None or tgt_vocab is None:
-            raise ValueError(f"{name} is a list of (source, target) pairs: pass src_vocab and "
-                             "tgt_vocab to encode it (or give a Seq2SeqDataset)")
+            raise ValueError(
+                f"{name} is a list of (source, target) pairs: pass src_vocab and "
+                "tgt_vocab to encode it (or give a Seq2SeqDataset)"
+            )
         return Seq2SeqDataset(data, src_vocab, tgt_vocab)
-    raise TypeError(f"{name} must be a Seq2SeqDataset or a list of (source, target) pairs, got "
-                    f"{type(data).__name__}")
+    raise TypeError(
+        f"{name} must be a Seq2SeqDataset or a list of (source, target) pairs, got "
+        f"{type(data).__name__}"
+    )
 
 
 def _check_fits(model: nn.Module, datasets: dict) -> None:
@@ -624,16 +701,26 @@ def _check_fits(model: nn.Module, datasets: dict) -> None:
         if data is None:
             continue
         longest_src = max(len(src) for src, _ in data.items)
-        longest_tgt = max(len(tgt) - 1 for _, tgt in data.items)         # BOS + target
+        longest_tgt = max(len(tgt) - 1 for _, tgt in data.items)  # BOS + target
         for side, n in (("source", longest_src), ("target (with BOS)", longest_tgt)):
             if n > limit:
-                raise ValueError(f"{name} holds a {side} of {n} tokens, but the model reads "
-                                 f"at most max_len={limit} positions (its positional table); "
-                                 "drop longer pairs or build the model with a larger max_len")
+                raise ValueError(
+                    f"{name} holds a {side} of {n} tokens, but the model reads "
+                    f"at most max_len={limit} positions (its positional table); "
+                    "drop longer pairs or build the model with a larger max_len"
+                )
 
 
-HISTORY_KEYS = ("step", "epoch", "seconds", "lr", "train_loss", "val_loss", "token_accuracy",
-                "exact_match")
+HISTORY_KEYS = (
+    "step",
+    "epoch",
+    "seconds",
+    "lr",
+    "train_loss",
+    "val_loss",
+    "token_accuracy",
+    "exact_match",
+)
 
 
 class Trainer:
@@ -652,27 +739,43 @@ class Trainer:
     previous row and the evaluation keys None where no evaluation ran.
     """
 
-    def __init__(self, model: nn.Module, train_data, val_data=None,
-                 config: TrainConfig | None = None, *, src_vocab: Vocab | None = None,
-                 tgt_vocab: Vocab | None = None, meta: dict | None = None):
+    def __init__(
+        self,
+        model: nn.Module,
+        train_data,
+        val_data=None,
+        config: TrainConfig | None = None,
+        *,
+        src_vocab: Vocab | None = None,
+        tgt_vocab: Vocab | None = None,
+        meta: dict | None = None,
+    ):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        missing = [n for n in ("pad_id", "init_decoder", "decode_step", "reorder_state")
-                   if not hasattr(model, n)]
+        missing = [
+            n
+            for n in ("pad_id", "init_decoder", "decode_step", "reorder_state")
+            if not hasattr(model, n)
+        ]
         if missing:
-            raise TypeError(f"model must be a seq2seq model with the decoding interface of "
-                            f"attnbook.decode; {type(model).__name__} lacks {missing}")
+            raise TypeError(
+                f"model must be a seq2seq model with the decoding interface of "
+                f"attnbook.decode; {type(model).__name__} lacks {missing}"
+            )
         config = TrainConfig() if config is None else config
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         self.config, self.meta = config, dict(meta or {})
-        if isinstance(train_data, TaskData):            # a whole task: its splits and vocabs
+        if isinstance(train_data, TaskData):  # a whole task: its splits and vocabs
             task = train_data
             train_data, src_vocab, tgt_vocab = task.train, task.src_vocab, task.tgt_vocab
             val_data = task.val if val_data is None else val_data
         self.train_data = _as_dataset("train_data", train_data, src_vocab, tgt_vocab)
-        self.val_data = (None if val_data is None or len(val_data) == 0
-                         else _as_dataset("val_data", val_data, src_vocab, tgt_vocab))
+        self.val_data = (
+            None
+            if val_data is None or len(val_data) == 0
+            else _as_dataset("val_data", val_data, src_vocab, tgt_vocab)
+        )
         self.src_vocab = src_vocab or self.train_data.src_vocab
         self.tgt_vocab = tgt_vocab or self.train_data.tgt_vocab
         self.pad_id = model.pad_id
@@ -682,8 +785,10 @@ class Trainer:
         self.is_main = self.rank == 0
         self.device = _resolve_device(config.device, self.world_size)
         if config.batch_size < self.world_size:
-            raise ValueError(f"batch_size (the global batch) must be >= the number of "
-                             f"processes, got {config.batch_size} < {self.world_size}")
+            raise ValueError(
+                f"batch_size (the global batch) must be >= the number of "
+                f"processes, got {config.batch_size} < {self.world_size}"
+            )
         self.model = model.to(self.device)
         self.amp_dtype, use_scaler = _amp_settings(self.device, config.amp)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=use_scaler)
@@ -694,31 +799,36 @@ class Trainer:
             self.train_module = torch.compile(self.train_module)
         if self.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.train_module = nn.parallel.DistributedDataParallel(self.train_module,
-                                                                    device_ids=ids)
+            self.train_module = nn.parallel.DistributedDataParallel(
+                self.train_module, device_ids=ids
+            )
 
         self.optimizer = self._make_optimizer()
-        self.order = BatchOrder(self.train_data.lengths, config.batch_size, config.seed,
-                                config.bucket)
+        self.order = BatchOrder(
+            self.train_data.lengths, config.batch_size, config.seed, config.bucket
+        )
         # tokens scored per example (target + EOS), to normalise by the global batch's count
         self.n_tokens = [len(tgt) - 1 for _, tgt in self.train_data.items]
         self.total_steps = self._total_steps()
-        self.d_model = config.d_model or getattr(model, "d_model", None) \
-            or getattr(model, "hidden_dim", None)
+        self.d_model = (
+            config.d_model or getattr(model, "d_model", None) or getattr(model, "hidden_dim", None)
+        )
         if config.schedule == "noam" and self.d_model is None:
-            raise ValueError("schedule='noam' needs d_model: the model has no d_model or "
-                             "hidden_dim attribute, so set TrainConfig(d_model=...)")
+            raise ValueError(
+                "schedule='noam' needs d_model: the model has no d_model or "
+                "hidden_dim attribute, so set TrainConfig(d_model=...)"
+            )
         # the optimiser's base lr is 1, so the schedule gives the learning rate itself
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda i: self.lr_at(i + 1))   # update i + 1 runs with lr_at(i + 1)
+            self.optimizer, lambda i: self.lr_at(i + 1)
+        )  # update i + 1 runs with lr_at(i + 1)
         self.step, self.elapsed = 0, 0.0
         self.history: list[dict] = []
-        self.interrupted: str | None = None      # "SIGINT" etc. when fit() was stopped
-        self._updating = False                   # inside an optimiser update (see fit)
-        self.step_seconds = 0.0                  # time spent in train_step by the last fit
-        self.checkpoint_path = (Path(config.out_dir) / "checkpoint.pt"
-                                if config.out_dir else None)
-        self.saved_step: int | None = None      # the step of the last checkpoint written
+        self.interrupted: str | None = None  # "SIGINT" etc. when fit() was stopped
+        self._updating = False  # inside an optimiser update (see fit)
+        self.step_seconds = 0.0  # time spent in train_step by the last fit
+        self.checkpoint_path = Path(config.out_dir) / "checkpoint.pt" if config.out_dir else None
+        self.saved_step: int | None = None  # the step of the last checkpoint written
 
     # ------------------------------------------------------------------ set-up helpers
 
@@ -726,13 +836,16 @@ class Trainer:
         c = self.config
         params = [p for p in self.model.parameters() if p.requires_grad]
         if c.optimizer == "adamw":
-            decay = [p for p in params if p.dim() >= 2]        # matrices and embeddings
-            no_decay = [p for p in params if p.dim() < 2]      # biases, LayerNorm gains
-            groups = [{"params": decay, "weight_decay": c.weight_decay},
-                      {"params": no_decay, "weight_decay": 0.0}]
+            decay = [p for p in params if p.dim() >= 2]  # matrices and embeddings
+            no_decay = [p for p in params if p.dim() < 2]  # biases, LayerNorm gains
+            groups = [
+                {"params": decay, "weight_decay": c.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ]
             return torch.optim.AdamW(groups, lr=1.0, betas=c.betas, eps=c.adam_eps)
-        return torch.optim.Adam(params, lr=1.0, betas=c.betas, eps=c.adam_eps,
-                                weight_decay=c.weight_decay)
+        return torch.optim.Adam(
+            params, lr=1.0, betas=c.betas, eps=c.adam_eps, weight_decay=c.weight_decay
+        )
 
     def _total_steps(self) -> int | None:
         c = self.config
@@ -747,8 +860,9 @@ class Trainer:
         return scheduled_lr(self.config, step, self.total_steps, self.d_model)
 
     def _autocast(self):
-        return torch.autocast(self.device.type, dtype=self.amp_dtype,
-                              enabled=self.amp_dtype is not None)
+        return torch.autocast(
+            self.device.type, dtype=self.amp_dtype, enabled=self.amp_dtype is not None
+        )
 
     def _batch(self, indices: Sequence[int], dataset: Seq2SeqDataset | None = None):
         data = self.train_data if dataset is None else dataset
@@ -770,23 +884,26 @@ class Trainer:
         or infinite.
         """
         global_tokens = sum(self.n_tokens[i] for i in indices)
-        batch = self._batch(indices[self.rank::self.world_size])           # this rank's share
+        batch = self._batch(indices[self.rank :: self.world_size])  # this rank's share
         self.train_module.train()
         with self._autocast():
-            logits = self.train_module(batch.src, batch.tgt_in)            # (B, T, V)
+            logits = self.train_module(batch.src, batch.tgt_in)  # (B, T, V)
         if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
-            raise TypeError(f"model(src, tgt_in) must return logits (B, T, V), got "
-                            f"{type(logits).__name__}")
-        loss_sum = label_smoothed_loss(logits, batch.tgt_out, self.pad_id,
-                                       self.config.label_smoothing, reduction="sum")
+            raise TypeError(
+                f"model(src, tgt_in) must return logits (B, T, V), got {type(logits).__name__}"
+            )
+        loss_sum = label_smoothed_loss(
+            logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, reduction="sum"
+        )
         # DDP averages gradients over processes: scale so the result is the global mean
         loss = loss_sum * (self.world_size / global_tokens)
         (mean_loss,) = self._all_reduce([loss_sum.item() / global_tokens])
         if not math.isfinite(mean_loss):
-            raise NonFiniteLossError(self.step + 1, mean_loss, self._last_saved(),
-                                     saved_step=self.saved_step)
+            raise NonFiniteLossError(
+                self.step + 1, mean_loss, self._last_saved(), saved_step=self.saved_step
+            )
         self.scaler.scale(loss).backward()
-        self._updating = True              # from here on, Ctrl-C must not save half an update
+        self._updating = True  # from here on, Ctrl-C must not save half an update
         if self.config.grad_clip is not None:
             self.scaler.unscale_(self.optimizer)
             nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
@@ -808,13 +925,19 @@ class Trainer:
             return
         bad_weights = not all(torch.isfinite(p).all() for p in self.model.parameters())
         bad_loss = val_loss is not None and not math.isfinite(val_loss)
-        (bad,) = self._all_reduce([float(bad_weights) + 2.0 * float(bad_loss)],
-                                  op=dist.ReduceOp.MAX if self.world_size > 1 else None)
+        (bad,) = self._all_reduce(
+            [float(bad_weights) + 2.0 * float(bad_loss)],
+            op=dist.ReduceOp.MAX if self.world_size > 1 else None,
+        )
         if bad:
-            what, value = (("validation loss", val_loss) if bad_loss or bad >= 2
-                           else ("model's weights", "non-finite (NaN or inf)"))
-            raise NonFiniteLossError(self.step, value, self._last_saved(), what=what,
-                                     saved_step=self.saved_step)
+            what, value = (
+                ("validation loss", val_loss)
+                if bad_loss or bad >= 2
+                else ("model's weights", "non-finite (NaN or inf)")
+            )
+            raise NonFiniteLossError(
+                self.step, value, self._last_saved(), what=what, saved_step=self.saved_step
+            )
         self.save_checkpoint()
 
     # ------------------------------------------------------------------ the loop
@@ -829,15 +952,22 @@ class Trainer:
         c = self.config
         self.interrupted, self._updating = None, False
         start, losses, last_eval = time.perf_counter(), [], None
-        self._clock = (self.elapsed, start)           # seconds before this call, its start
+        self._clock = (self.elapsed, start)  # seconds before this call, its start
         step_time = 0.0
-        bar = tqdm(total=self.total_steps, initial=self.step, desc="training", unit="step",
-                   disable=not (c.progress and self.is_main), dynamic_ncols=True)
+        bar = tqdm(
+            total=self.total_steps,
+            initial=self.step,
+            desc="training",
+            unit="step",
+            disable=not (c.progress and self.is_main),
+            dynamic_ncols=True,
+        )
         try:
             with _StopOnSignal() as stop:
                 while self.total_steps is None or self.step < self.total_steps:
-                    out_of_time = (c.max_seconds is not None
-                                   and time.perf_counter() - start >= c.max_seconds)
+                    out_of_time = (
+                        c.max_seconds is not None and time.perf_counter() - start >= c.max_seconds
+                    )
                     if self._agree_to_stop(out_of_time or stop.requested is not None):
                         self.interrupted = stop.requested
                         break
@@ -845,7 +975,7 @@ class Trainer:
                     losses.append(self.train_step(self.order.peek()))
                     self.order.advance()
                     self.step += 1
-                    self._updating = False                # the update is complete
+                    self._updating = False  # the update is complete
                     step_time += time.perf_counter() - t0
                     bar.update(1)
                     evaluate_now = self.step % c.eval_every == 0
@@ -856,10 +986,10 @@ class Trainer:
                         self._show(bar, row, tqdm.write if evaluate_now else None)
                         if evaluate_now:
                             self._save_if_healthy(row["val_loss"])
-        except KeyboardInterrupt:          # a second Ctrl-C, or one outside the main thread
-            if self._updating:             # half an update: nothing consistent to save
+        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the main thread
+            if self._updating:  # half an update: nothing consistent to save
                 raise
-            self.optimizer.zero_grad(set_to_none=True)     # drop a half-done backward pass
+            self.optimizer.zero_grad(set_to_none=True)  # drop a half-done backward pass
             self.interrupted = "KeyboardInterrupt"
         finally:
             bar.close()
@@ -883,10 +1013,13 @@ class Trainer:
     def _log_row(self, losses: list[float], evaluate: bool) -> dict:
         before, start = self._clock
         row = dict.fromkeys(HISTORY_KEYS)
-        row.update(step=self.step, epoch=round(self.step / len(self.order), 4),
-                   seconds=round(before + time.perf_counter() - start, 3),
-                   lr=self.lr_at(self.step) if self.step else None,    # of the last update
-                   train_loss=sum(losses) / len(losses) if losses else None)
+        row.update(
+            step=self.step,
+            epoch=round(self.step / len(self.order), 4),
+            seconds=round(before + time.perf_counter() - start, 3),
+            lr=self.lr_at(self.step) if self.step else None,  # of the last update
+            train_loss=sum(losses) / len(losses) if losses else None,
+        )
         if evaluate and self.is_main and self.val_data is not None:
             row.update(self.evaluate())
         if self.history and self.history[-1]["step"] == self.step:
@@ -911,39 +1044,48 @@ class Trainer:
     # ------------------------------------------------------------------ evaluation
 
     @torch.no_grad()
-    def evaluate(self, data=None, max_examples: int | None = -1,
-                 batch_size: int = 256) -> dict[str, float]:
+    def evaluate(
+        self, data=None, max_examples: int | None = -1, batch_size: int = 256
+    ) -> dict[str, float]:
         """Loss, token accuracy (teacher forcing) and exact match (greedy decoding).
 
         ``data``: a Seq2SeqDataset or pairs (default: the validation data); ``max_examples``
         caps the examples used (the first ones; default ``config.eval_examples``, None =
         all). ``val_loss`` is the plain cross-entropy per token, without label smoothing.
         """
-        data = self.val_data if data is None else _as_dataset("data", data, self.src_vocab,
-                                                              self.tgt_vocab)
+        data = (
+            self.val_data
+            if data is None
+            else _as_dataset("data", data, self.src_vocab, self.tgt_vocab)
+        )
         if data is None:
             raise ValueError("no data to evaluate: the trainer has no val_data; pass data")
         max_examples = self.config.eval_examples if max_examples == -1 else max_examples
         n = len(data) if max_examples is None else min(len(data), max_examples)
         check_positive_int("batch_size", batch_size)
-        order = sorted(range(n), key=lambda i: data.lengths[i])          # less padding
+        order = sorted(range(n), key=lambda i: data.lengths[i])  # less padding
         was_training = self.model.training
         self.model.eval()
         loss_sum = tokens = right = exact = 0.0
         for start in range(0, n, batch_size):
-            batch = self._batch(order[start:start + batch_size], data)
-            logits = self.model(batch.src, batch.tgt_in)                     # (B, T, V)
+            batch = self._batch(order[start : start + batch_size], data)
+            logits = self.model(batch.src, batch.tgt_in)  # (B, T, V)
             real = batch.tgt_out != self.pad_id
-            loss_sum += label_smoothed_loss(logits, batch.tgt_out, self.pad_id,
-                                            reduction="sum").item()
+            loss_sum += label_smoothed_loss(
+                logits, batch.tgt_out, self.pad_id, reduction="sum"
+            ).item()
             tokens += real.sum().item()
             right += ((logits.argmax(-1) == batch.tgt_out) & real).sum().item()
-            predicted = greedy_decode(self.model, batch.src, bos_id=BOS, eos_id=EOS,
-                                      max_len=batch.tgt_out.shape[1])        # (B, <= T)
+            predicted = greedy_decode(
+                self.model, batch.src, bos_id=BOS, eos_id=EOS, max_len=batch.tgt_out.shape[1]
+            )  # (B, <= T)
             exact += exact_match(predicted, batch.tgt_out, self.pad_id).sum().item()
         self.model.train(was_training)
-        return {"val_loss": loss_sum / tokens, "token_accuracy": right / tokens,
-                "exact_match": exact / n}
+        return {
+            "val_loss": loss_sum / tokens,
+            "token_accuracy": right / tokens,
+            "exact_match": exact / n,
+        }
 
     # ------------------------------------------------------------------ checkpoints
 
@@ -990,18 +1132,24 @@ class Trainer:
         if ckpt.get("format") != CHECKPOINT_FORMAT:
             raise CheckpointError("not an attnbook training checkpoint")
         if ckpt.get("model_class") != type(self.model).__name__:
-            raise CheckpointError(f"the checkpoint holds a {ckpt.get('model_class')}, not a "
-                                  f"{type(self.model).__name__}")
+            raise CheckpointError(
+                f"the checkpoint holds a {ckpt.get('model_class')}, not a "
+                f"{type(self.model).__name__}"
+            )
         vocab = ckpt.get("vocab") or {}
-        if vocab and (Vocab.from_dict(vocab["src"]) != self.src_vocab
-                      or Vocab.from_dict(vocab["tgt"]) != self.tgt_vocab):
+        if vocab and (
+            Vocab.from_dict(vocab["src"]) != self.src_vocab
+            or Vocab.from_dict(vocab["tgt"]) != self.tgt_vocab
+        ):
             raise CheckpointError("the checkpoint's vocabularies differ from this run's")
         try:
             self.model.load_state_dict(ckpt["model"])
         except RuntimeError as e:
             lines = str(e).strip().splitlines()
-            raise CheckpointError("the checkpoint's model does not fit this model (different "
-                                  f"sizes or layers): {' '.join(lines[1:3])[:200]}") from e
+            raise CheckpointError(
+                "the checkpoint's model does not fit this model (different "
+                f"sizes or layers): {' '.join(lines[1:3])[:200]}"
+            ) from e
         self.optimizer.load_state_dict(ckpt["optimizer"])
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.scaler.load_state_dict(ckpt["scaler"])
@@ -1017,8 +1165,16 @@ class Trainer:
 # the chapters' one call
 # --------------------------------------------------------------------------------------------
 
-def train_model(model: nn.Module, task: TaskData, steps: int = 500, *, batch_size: int = 64,
-                progress: bool = False, **options) -> list[dict]:
+
+def train_model(
+    model: nn.Module,
+    task: TaskData,
+    steps: int = 500,
+    *,
+    batch_size: int = 64,
+    progress: bool = False,
+    **options,
+) -> list[dict]:
     """Train ``model`` on ``task`` (from :func:`attnbook.data.make_task` or ``load_tsv``) for
     ``steps`` steps on the CPU-friendly defaults and return the history; the last row holds
     the final validation loss, token accuracy and exact match. ``options`` are further
@@ -1028,9 +1184,10 @@ def train_model(model: nn.Module, task: TaskData, steps: int = 500, *, batch_siz
     and is handed back on the device it came on, also when training stops with an error, so
     the tensors a chapter makes on the CPU work with it afterwards."""
     if not isinstance(task, TaskData):
-        raise TypeError(f"task must be a TaskData (from make_task or load_tsv), got "
-                        f"{type(task).__name__}")
-    options.setdefault("eval_every", max(1, -(-steps // 4)))            # 4 evaluations
+        raise TypeError(
+            f"task must be a TaskData (from make_task or load_tsv), got {type(task).__name__}"
+        )
+    options.setdefault("eval_every", max(1, -(-steps // 4)))  # 4 evaluations
     options.setdefault("log_every", max(1, min(50, steps // 10)))
     config = TrainConfig(steps=steps, batch_size=batch_size, progress=progress, **options)
     home = model_device(model)

@@ -46,6 +46,7 @@ __all__ = [
 # the two sublayers' helpers
 # --------------------------------------------------------------------------------------------
 
+
 class FeedForward(nn.Module):
     """Position-wise feed-forward network, ``FFN(x) = max(0, x W_1 + b_1) W_2 + b_2`` (3.3).
 
@@ -63,7 +64,7 @@ class FeedForward(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``(B, L, d_model)`` -> ``(B, L, d_model)``."""
-        return self.linear2(self.dropout(F.relu(self.linear1(x))))     # via (B, L, d_ff)
+        return self.linear2(self.dropout(F.relu(self.linear1(x))))  # via (B, L, d_ff)
 
 
 class SublayerConnection(nn.Module):
@@ -101,25 +102,34 @@ class SublayerConnection(nn.Module):
 # layers
 # --------------------------------------------------------------------------------------------
 
+
 class EncoderLayer(nn.Module):
     """One encoder layer: self-attention, then the feed-forward network, each with a residual."""
 
-    def __init__(self, d_model: int = 512, n_heads: int = 8, d_ff: int = 2048,
-                 dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int = 512,
+        n_heads: int = 8,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.residual_attn = SublayerConnection(d_model, dropout, norm_first)
         self.residual_ffn = SublayerConnection(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """x ``(B, S, d_model)``, mask ``(B, 1, S)`` (padding) or ``(S, S)`` / ``(B, S, S)``.
 
         Returns ``(x (B, S, d_model), weights (B, H, S, S) or None)``.
         """
         x, weights = self.residual_attn(
-            x, lambda h: self.self_attn(h, h, h, mask, need_weights=need_weights))
+            x, lambda h: self.self_attn(h, h, h, mask, need_weights=need_weights)
+        )
         x = self.residual_ffn(x, self.feed_forward)
         return x, weights
 
@@ -129,8 +139,14 @@ class DecoderLayer(nn.Module):
     (queries from the decoder, keys and values from ``memory``), then the feed-forward network.
     """
 
-    def __init__(self, d_model: int = 512, n_heads: int = 8, d_ff: int = 2048,
-                 dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int = 512,
+        n_heads: int = 8,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+    ):
         super().__init__()
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
@@ -139,9 +155,14 @@ class DecoderLayer(nn.Module):
         self.residual_cross = SublayerConnection(d_model, dropout, norm_first)
         self.residual_ffn = SublayerConnection(d_model, dropout, norm_first)
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor,
-                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                need_weights: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         """x ``(B, T, d_model)``, memory ``(B, S, d_model)``; tgt_mask ``(T, T)`` or
         ``(B, T, T)`` (causal, with padding); memory_mask ``(B, 1, S)`` (source padding).
 
@@ -149,9 +170,11 @@ class DecoderLayer(nn.Module):
         the weights None unless ``need_weights``.
         """
         x, self_w = self.residual_self(
-            x, lambda h: self.self_attn(h, h, h, tgt_mask, need_weights=need_weights))
+            x, lambda h: self.self_attn(h, h, h, tgt_mask, need_weights=need_weights)
+        )
         x, cross_w = self.residual_cross(
-            x, lambda h: self.cross_attn(h, memory, memory, memory_mask, need_weights=need_weights))
+            x, lambda h: self.cross_attn(h, memory, memory, memory_mask, need_weights=need_weights)
+        )
         x = self.residual_ffn(x, self.feed_forward)
         return x, self_w, cross_w
 
@@ -160,20 +183,31 @@ class DecoderLayer(nn.Module):
 # stacks
 # --------------------------------------------------------------------------------------------
 
+
 class Encoder(nn.Module):
     """``n_layers`` encoder layers; with ``norm_first`` a final LayerNorm (pre-LN needs it)."""
 
-    def __init__(self, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
-                 d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+    ):
         super().__init__()
         check_positive_int("n_layers", n_layers)
-        self.layers = nn.ModuleList(EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first)
-                                    for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers)
+        )
         self.norm = nn.LayerNorm(d_model) if norm_first else None
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None,
-                need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
-        """x ``(B, S, d_model)`` -> ``(memory (B, S, d_model), [per layer (B, H, S, S)] or None)``."""
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        """x ``(B, S, d_model)`` -> ``memory (B, S, d_model)`` and the per-layer
+        ``(B, H, S, S)`` weights (or None)."""
         weights = []
         for layer in self.layers:
             x, w = layer(x, mask, need_weights)
@@ -186,17 +220,30 @@ class Encoder(nn.Module):
 class Decoder(nn.Module):
     """``n_layers`` decoder layers; with ``norm_first`` a final LayerNorm (pre-LN needs it)."""
 
-    def __init__(self, d_model: int = 512, n_heads: int = 8, n_layers: int = 6,
-                 d_ff: int = 2048, dropout: float = 0.1, norm_first: bool = False):
+    def __init__(
+        self,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        norm_first: bool = False,
+    ):
         super().__init__()
         check_positive_int("n_layers", n_layers)
-        self.layers = nn.ModuleList(DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first)
-                                    for _ in range(n_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(d_model, n_heads, d_ff, dropout, norm_first) for _ in range(n_layers)
+        )
         self.norm = nn.LayerNorm(d_model) if norm_first else None
 
-    def forward(self, x: torch.Tensor, memory: torch.Tensor,
-                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                need_weights: bool = False):
+    def forward(
+        self,
+        x: torch.Tensor,
+        memory: torch.Tensor,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        need_weights: bool = False,
+    ):
         """x ``(B, T, d_model)``, memory ``(B, S, d_model)`` -> ``(x (B, T, d_model),
         [per layer self weights (B, H, T, T)], [per layer cross weights (B, H, T, S)])``,
         the lists None unless ``need_weights``.
@@ -242,11 +289,23 @@ class Transformer(nn.Module):
     none either).
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512,
-                 n_heads: int = 8, n_layers: int = 6, d_ff: int = 2048, dropout: float = 0.1,
-                 max_len: int = 5000, norm_first: bool = False, share_embeddings: bool = False,
-                 tie_output: bool = False, *, pad_id: int = 0,
-                 positional: str | None = "sinusoidal"):
+    def __init__(
+        self,
+        src_vocab_size: int,
+        tgt_vocab_size: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        max_len: int = 5000,
+        norm_first: bool = False,
+        share_embeddings: bool = False,
+        tie_output: bool = False,
+        *,
+        pad_id: int = 0,
+        positional: str | None = "sinusoidal",
+    ):
         super().__init__()
         check_positive_int("src_vocab_size", src_vocab_size)
         check_positive_int("tgt_vocab_size", tgt_vocab_size)
@@ -257,17 +316,23 @@ class Transformer(nn.Module):
         check_positive_int("max_len", max_len)
         check_probability("dropout", dropout)
         if d_model % n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got d_model={d_model} and "
-                             f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})")
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={d_model} and "
+                f"n_heads={n_heads} (d_model % n_heads = {d_model % n_heads})"
+            )
         if share_embeddings and src_vocab_size != tgt_vocab_size:
-            raise ValueError("share_embeddings=True needs one vocabulary for source and target, "
-                             f"got src_vocab_size={src_vocab_size} and "
-                             f"tgt_vocab_size={tgt_vocab_size}")
+            raise ValueError(
+                "share_embeddings=True needs one vocabulary for source and target, "
+                f"got src_vocab_size={src_vocab_size} and "
+                f"tgt_vocab_size={tgt_vocab_size}"
+            )
         if isinstance(pad_id, bool) or not isinstance(pad_id, int):
             raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__} {pad_id!r}")
         if not 0 <= pad_id < min(src_vocab_size, tgt_vocab_size):
-            raise ValueError(f"pad_id must be a token id in both vocabularies, 0 <= pad_id < "
-                             f"{min(src_vocab_size, tgt_vocab_size)}, got {pad_id}")
+            raise ValueError(
+                f"pad_id must be a token id in both vocabularies, 0 <= pad_id < "
+                f"{min(src_vocab_size, tgt_vocab_size)}, got {pad_id}"
+            )
         if positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
@@ -275,8 +340,9 @@ class Transformer(nn.Module):
         self.max_len, self.pad_id = max_len, pad_id
 
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
-        self.tgt_embed = self.src_embed if share_embeddings else nn.Embedding(tgt_vocab_size,
-                                                                              d_model)
+        self.tgt_embed = (
+            self.src_embed if share_embeddings else nn.Embedding(tgt_vocab_size, d_model)
+        )
         if positional is None:
             self.src_pos = self.tgt_pos = nn.Dropout(dropout)
         else:
@@ -287,7 +353,7 @@ class Transformer(nn.Module):
         self.output = nn.Linear(d_model, tgt_vocab_size, bias=False)
         self._reset_parameters()
         if tie_output:
-            self.output.weight = self.tgt_embed.weight                  # (V, d_model), shared
+            self.output.weight = self.tgt_embed.weight  # (V, d_model), shared
 
     def _reset_parameters(self) -> None:
         for module in self.modules():
@@ -295,8 +361,8 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(module.weight)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
-            elif isinstance(module, nn.Embedding):                 # tokens (and learned positions)
-                nn.init.normal_(module.weight, mean=0.0, std=self.d_model ** -0.5)
+            elif isinstance(module, nn.Embedding):  # tokens (and learned positions)
+                nn.init.normal_(module.weight, mean=0.0, std=self.d_model**-0.5)
 
     # ---------------------------------------------------------------------------- checks, masks
 
@@ -306,31 +372,44 @@ class Transformer(nn.Module):
         check_tensor(name, tokens, ndim=2, integer=True, shape_hint="(B, L) of token ids")
         b, n = tokens.shape
         if b == 0 or n == 0:
-            raise ValueError(f"{name} must hold at least one sequence of at least one token, got "
-                             f"shape {tuple(tokens.shape)}")
+            raise ValueError(
+                f"{name} must hold at least one sequence of at least one token, got "
+                f"shape {tuple(tokens.shape)}"
+            )
         if n > self.max_len:
-            raise ValueError(f"{name} has length {n} (shape {tuple(tokens.shape)}) but the model "
-                             f"was built with max_len={self.max_len}")
+            raise ValueError(
+                f"{name} has length {n} (shape {tuple(tokens.shape)}) but the model "
+                f"was built with max_len={self.max_len}"
+            )
         low, high = int(tokens.min()), int(tokens.max())
         if low < 0 or high >= vocab_size:
             bad = low if low < 0 else high
-            raise ValueError(f"{name} holds token id {bad}, outside the vocabulary: ids must be in "
-                             f"[0, {vocab_size - 1}] ({vocab}={vocab_size})")
+            raise ValueError(
+                f"{name} holds token id {bad}, outside the vocabulary: ids must be in "
+                f"[0, {vocab_size - 1}] ({vocab}={vocab_size})"
+            )
         return tokens
 
     @staticmethod
     def _check_mask(name: str, mask, b: int, l_q: int, l_k: int) -> None:
         if mask is None:
             return
-        check_tensor(name, mask, ndim=(2, 3), boolean=True,
-                     shape_hint=f"({l_q}, {l_k}) or ({b}, {l_q} or 1, {l_k})")
+        check_tensor(
+            name,
+            mask,
+            ndim=(2, 3),
+            boolean=True,
+            shape_hint=f"({l_q}, {l_k}) or ({b}, {l_q} or 1, {l_k})",
+        )
         try:
             ok = torch.broadcast_shapes(mask.shape, (b, l_q, l_k)) == (b, l_q, l_k)
         except RuntimeError:
             ok = False
         if not ok:
-            raise ValueError(f"{name} must be broadcastable to (B, L_q, L_k) = ({b}, {l_q}, "
-                             f"{l_k}), got shape {tuple(mask.shape)}")
+            raise ValueError(
+                f"{name} must be broadcastable to (B, L_q, L_k) = ({b}, {l_q}, "
+                f"{l_k}), got shape {tuple(mask.shape)}"
+            )
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
         """Padding mask of the source, ``(B, 1, S)``: True at real tokens (keys to attend to)."""
@@ -343,8 +422,12 @@ class Transformer(nn.Module):
 
     # ---------------------------------------------------------------------------- the passes
 
-    def encode(self, src: torch.Tensor, src_mask: torch.Tensor | None = None,
-               return_attention: bool = False):
+    def encode(
+        self,
+        src: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        return_attention: bool = False,
+    ):
         """src ``(B, S)`` token ids -> memory ``(B, S, d_model)``.
 
         ``src_mask`` defaults to :meth:`src_mask` (padding). With ``return_attention`` returns
@@ -354,13 +437,18 @@ class Transformer(nn.Module):
         b, s = src.shape
         src_mask = self.src_mask(src) if src_mask is None else src_mask
         self._check_mask("src_mask", src_mask, b, s, s)
-        x = self.src_pos(self.src_embed(src) * math.sqrt(self.d_model))   # (B, S, d_model)
+        x = self.src_pos(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, d_model)
         memory, weights = self.encoder(x, src_mask, need_weights=return_attention)
         return (memory, weights) if return_attention else memory
 
-    def decode(self, tgt: torch.Tensor, memory: torch.Tensor,
-               memory_mask: torch.Tensor | None = None, tgt_mask: torch.Tensor | None = None,
-               return_attention: bool = False):
+    def decode(
+        self,
+        tgt: torch.Tensor,
+        memory: torch.Tensor,
+        memory_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+        return_attention: bool = False,
+    ):
         """tgt ``(B, T)`` token ids (the shifted target, starting with BOS), memory
         ``(B, S, d_model)`` -> logits ``(B, T, V)``; position ``i`` predicts token ``i + 1``.
 
@@ -372,24 +460,33 @@ class Transformer(nn.Module):
         self._check_tokens("tgt", tgt, "tgt_vocab_size")
         check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, d_model)")
         if memory.shape[-1] != self.d_model:
-            raise ValueError(f"memory must have last dimension d_model={self.d_model}, got shape "
-                             f"{tuple(memory.shape)}")
+            raise ValueError(
+                f"memory must have last dimension d_model={self.d_model}, got shape "
+                f"{tuple(memory.shape)}"
+            )
         check_same_size("tgt", tgt.shape[0], "memory", memory.shape[0], "batch size")
         b, t = tgt.shape
         tgt_mask = self.tgt_mask(tgt) if tgt_mask is None else tgt_mask
         self._check_mask("tgt_mask", tgt_mask, b, t, t)
         self._check_mask("memory_mask", memory_mask, b, t, memory.shape[1])
-        x = self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.d_model))   # (B, T, d_model)
-        x, self_ws, cross_ws = self.decoder(x, memory, tgt_mask, memory_mask,
-                                            need_weights=return_attention)
-        logits = self.output(x)                                            # (B, T, V)
+        x = self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.d_model))  # (B, T, d_model)
+        x, self_ws, cross_ws = self.decoder(
+            x, memory, tgt_mask, memory_mask, need_weights=return_attention
+        )
+        logits = self.output(x)  # (B, T, V)
         if return_attention:
             return logits, {"decoder_self": self_ws, "cross": cross_ws}
         return logits
 
-    def forward(self, src: torch.Tensor, tgt: torch.Tensor, src_mask: torch.Tensor | None = None,
-                tgt_mask: torch.Tensor | None = None, memory_mask: torch.Tensor | None = None,
-                return_attention: bool = False):
+    def forward(
+        self,
+        src: torch.Tensor,
+        tgt: torch.Tensor,
+        src_mask: torch.Tensor | None = None,
+        tgt_mask: torch.Tensor | None = None,
+        memory_mask: torch.Tensor | None = None,
+        return_attention: bool = False,
+    ):
         """src ``(B, S)``, tgt ``(B, T)`` token ids -> logits ``(B, T, V)``.
 
         Masks default to those built from ``pad_id``: ``src_mask`` (padding, ``(B, 1, S)``),
@@ -403,7 +500,7 @@ class Transformer(nn.Module):
         self._check_tokens("tgt", tgt, "tgt_vocab_size")
         check_same_size("src", src.shape[0], "tgt", tgt.shape[0], "batch size")
         if memory_mask is None:
-            memory_mask = self.src_mask(src)                               # (B, 1, S)
+            memory_mask = self.src_mask(src)  # (B, 1, S)
         if return_attention:
             memory, enc_ws = self.encode(src, src_mask, return_attention=True)
             logits, dec = self.decode(tgt, memory, memory_mask, tgt_mask, return_attention=True)
@@ -427,10 +524,13 @@ class Transformer(nn.Module):
         The decoder is re-run over the whole prefix (no key/value cache: simple, and cheap
         for the short sequences of this book).
         """
-        logits, att = self.decode(tokens, state["memory"], state["memory_mask"],
-                                  return_attention=True)
-        newest = {name: torch.stack([w[:, :, -1] for w in ws], dim=1)    # (B, n_layers, H, .)
-                  for name, ws in att.items()}
+        logits, att = self.decode(
+            tokens, state["memory"], state["memory_mask"], return_attention=True
+        )
+        newest = {
+            name: torch.stack([w[:, :, -1] for w in ws], dim=1)  # (B, n_layers, H, .)
+            for name, ws in att.items()
+        }
         return logits[:, -1], state, newest
 
     @staticmethod
@@ -439,13 +539,16 @@ class Transformer(nn.Module):
         return {k: v.index_select(0, index) for k, v in state.items()}
 
     def extra_repr(self) -> str:
-        return (f"src_vocab_size={self.src_vocab_size}, tgt_vocab_size={self.tgt_vocab_size}, "
-                f"pad_id={self.pad_id}, max_len={self.max_len}")
+        return (
+            f"src_vocab_size={self.src_vocab_size}, tgt_vocab_size={self.tgt_vocab_size}, "
+            f"pad_id={self.pad_id}, max_len={self.max_len}"
+        )
 
 
 # --------------------------------------------------------------------------------------------
 # parameters
 # --------------------------------------------------------------------------------------------
+
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of parameters, each shared (tied) tensor counted once."""
@@ -454,8 +557,12 @@ def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad or not trainable_only)
 
 
-_COMPONENTS = (("embeddings", (nn.Embedding,)), ("attention", (MultiHeadAttention,)),
-               ("feed_forward", (FeedForward,)), ("norms", (nn.LayerNorm,)))
+_COMPONENTS = (
+    ("embeddings", (nn.Embedding,)),
+    ("attention", (MultiHeadAttention,)),
+    ("feed_forward", (FeedForward,)),
+    ("norms", (nn.LayerNorm,)),
+)
 
 
 def parameter_breakdown(model: nn.Module) -> dict[str, int]:
@@ -467,8 +574,9 @@ def parameter_breakdown(model: nn.Module) -> dict[str, int]:
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-    counts = dict.fromkeys(["embeddings", "attention", "feed_forward", "norms", "output",
-                            "other"], 0)
+    counts = dict.fromkeys(
+        ["embeddings", "attention", "feed_forward", "norms", "output", "other"], 0
+    )
     seen: set[int] = set()
 
     def add(component: str, module: nn.Module) -> None:
@@ -491,6 +599,7 @@ def parameter_breakdown(model: nn.Module) -> dict[str, int]:
 # PyTorch's own Transformer, with the same weights
 # --------------------------------------------------------------------------------------------
 
+
 def to_torch_transformer(model: Transformer) -> nn.Transformer:
     """A ``torch.nn.Transformer`` (batch first, eval mode) holding ``model``'s layer weights.
 
@@ -503,9 +612,16 @@ def to_torch_transformer(model: Transformer) -> nn.Transformer:
         raise TypeError(f"model must be an attnbook Transformer, got {type(model).__name__}")
     norm_first = model.encoder.norm is not None
     first = model.encoder.layers[0]
-    ref = nn.Transformer(model.d_model, model.n_heads, model.n_layers, model.n_layers,
-                         first.feed_forward.linear1.out_features, dropout=0.0,
-                         batch_first=True, norm_first=norm_first)
+    ref = nn.Transformer(
+        model.d_model,
+        model.n_heads,
+        model.n_layers,
+        model.n_layers,
+        first.feed_forward.linear1.out_features,
+        dropout=0.0,
+        batch_first=True,
+        norm_first=norm_first,
+    )
     # PyTorch's fast path turns padded inputs into (prototype) nested tensors and warns;
     # the comparison wants the plain path.
     ref.encoder.enable_nested_tensor = ref.encoder.use_nested_tensor = False

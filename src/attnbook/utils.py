@@ -71,6 +71,11 @@ def model_device(model) -> torch.device:
     return torch.device("cpu")
 
 
+# The book's column shows this many characters of code at 1280 px (_static/attnbook.css), the
+# line length ruff formats the code to (pyproject.toml); printed output keeps within it too.
+PRINT_WIDTH = 100
+
+
 def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2) -> torch.device:
     """The first cell of every chapter: seed everything, round printed numbers, pick a device.
 
@@ -79,8 +84,9 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
     device and prints it.
     """
     seed_everything(seed)
-    np.set_printoptions(precision=4, suppress=True)
-    torch.set_printoptions(precision=4, sci_mode=False)
+    # arrays and tensors print as wide as the book's column holds code (PRINT_WIDTH characters)
+    np.set_printoptions(precision=4, suppress=True, linewidth=PRINT_WIDTH)
+    torch.set_printoptions(precision=4, sci_mode=False, linewidth=PRINT_WIDTH)
     if threads is not None:
         torch.set_num_threads(threads)
     os.environ.setdefault("PYTHONHASHSEED", str(seed))
@@ -105,8 +111,10 @@ def glue(name: str, value, display: bool = False):
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an identifier-like str, got {name!r}")
     if not isinstance(value, str | numbers.Real) or isinstance(value, bool):
-        raise TypeError(f"value for {name!r} must be a str, int or float (take .item() of a "
-                        f"tensor), got {type(value).__name__}")
+        raise TypeError(
+            f"value for {name!r} must be a str, int or float (take .item() of a "
+            f"tensor), got {type(value).__name__}"
+        )
     if not isinstance(value, str):  # numpy scalars would print as np.float64(...)
         value = int(value) if isinstance(value, numbers.Integral) else float(value)
     from IPython.core.formatters import format_display_data
@@ -154,18 +162,27 @@ class Source:
         target = inspect.unwrap(obj)
         if isinstance(target, property):
             target = target.fget
-        if not (inspect.isclass(target) or inspect.isfunction(target)
-                or inspect.ismethod(target) or inspect.ismodule(target)):
-            raise TypeError(f"obj must be a class, function, method or module of the package, "
-                            f"got {type(obj).__name__}")
+        if not (
+            inspect.isclass(target)
+            or inspect.isfunction(target)
+            or inspect.ismethod(target)
+            or inspect.ismodule(target)
+        ):
+            raise TypeError(
+                f"obj must be a class, function, method or module of the package, "
+                f"got {type(obj).__name__}"
+            )
         module = inspect.getmodule(target)
         if module is None or not module.__name__.startswith("attnbook"):
             where = "no module" if module is None else module.__name__
             raise ValueError(f"obj must come from the attnbook package, got {where!r}")
         self.code = textwrap.dedent(inspect.getsource(target))
-        self.name = (module.__name__ if inspect.ismodule(target)
-                     else f"{module.__name__}.{target.__qualname__}")
-        src_dir = Path(__file__).resolve().parent.parent          # src/, which holds attnbook/
+        self.name = (
+            module.__name__
+            if inspect.ismodule(target)
+            else f"{module.__name__}.{target.__qualname__}"
+        )
+        src_dir = Path(__file__).resolve().parent.parent  # src/, which holds attnbook/
         self.path = Path(inspect.getfile(target)).resolve().relative_to(src_dir).as_posix()
 
     def _repr_markdown_(self) -> str:

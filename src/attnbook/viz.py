@@ -44,10 +44,22 @@ def _check_2d(name: str, m: np.ndarray) -> np.ndarray:
     return m
 
 
-def heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[str] | None = None,
-            *, ax=None, annotate: bool | None = None, fmt: str = ".2f", cmap: str = "Blues",
-            vmin: float | None = 0.0, vmax: float | None = None, colorbar: bool = True,
-            title: str | None = None, xlabel: str = "keys", ylabel: str = "queries"):
+def heatmap(
+    weights,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    *,
+    ax=None,
+    annotate: bool | None = None,
+    fmt: str = ".2f",
+    cmap: str = "Blues",
+    vmin: float | None = 0.0,
+    vmax: float | None = None,
+    colorbar: bool = True,
+    title: str | None = None,
+    xlabel: str = "keys",
+    ylabel: str = "queries",
+):
     """Draw a matrix of attention weights: query rows, key columns, token labels on both axes.
 
     ``annotate`` writes each value in its cell (default: on for matrices up to 12x12).
@@ -56,16 +68,22 @@ def heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[s
     m = _check_2d("weights", to_numpy(weights))
     for name, labels, n in (("x_labels", x_labels, m.shape[1]), ("y_labels", y_labels, m.shape[0])):
         if labels is not None and len(labels) != n:
-            raise ValueError(f"{name} must have {n} labels to match weights of shape {m.shape}, "
-                             f"got {len(labels)}")
+            raise ValueError(
+                f"{name} must have {n} labels to match weights of shape {m.shape}, "
+                f"got {len(labels)}"
+            )
     if ax is None:
         w, h = max(2.5, 0.45 * m.shape[1] + 1.5), max(2.0, 0.4 * m.shape[0] + 1.0)
         _, ax = plt.subplots(figsize=(w, h))
     im = ax.imshow(m, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
     ax.set_xticks(range(m.shape[1]))
     ax.set_yticks(range(m.shape[0]))
-    ax.set_xticklabels(x_labels if x_labels is not None else range(m.shape[1]),
-                       rotation=90 if x_labels is not None and max(map(len, map(str, x_labels)), default=0) > 3 else 0)
+    ax.set_xticklabels(
+        x_labels if x_labels is not None else range(m.shape[1]),
+        rotation=90
+        if x_labels is not None and max(map(len, map(str, x_labels)), default=0) > 3
+        else 0,
+    )
     ax.set_yticklabels(y_labels if y_labels is not None else range(m.shape[0]))
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
@@ -79,15 +97,29 @@ def heatmap(weights, x_labels: Sequence[str] | None = None, y_labels: Sequence[s
         middle = (top + bottom) / 2
         for i in range(m.shape[0]):
             for j in range(m.shape[1]):
-                ax.text(j, i, format(m[i, j], fmt), ha="center", va="center", fontsize=8,
-                        color="white" if m[i, j] > middle else "black")
+                ax.text(
+                    j,
+                    i,
+                    format(m[i, j], fmt),
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if m[i, j] > middle else "black",
+                )
     if colorbar:
         ax.figure.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     return ax
 
 
-def attention_step_figure(keys: Sequence[str], scores, weights, context=None, *,
-                          title: str = "", context_labels: Sequence[str] | None = None):
+def attention_step_figure(
+    keys: Sequence[str],
+    scores,
+    weights,
+    context=None,
+    *,
+    title: str = "",
+    context_labels: Sequence[str] | None = None,
+):
     """One decoder step of attention as three panels: scores, softmax weights, context vector.
 
     ``scores`` and ``weights`` are ``(L_k,)`` over the labelled ``keys``; ``context`` is the
@@ -95,11 +127,14 @@ def attention_step_figure(keys: Sequence[str], scores, weights, context=None, *,
     """
     s, w = to_numpy(scores).ravel(), to_numpy(weights).ravel()
     if not (len(keys) == len(s) == len(w)):
-        raise ValueError(f"keys, scores and weights must have the same length, got {len(keys)}, "
-                         f"{len(s)} and {len(w)}")
+        raise ValueError(
+            f"keys, scores and weights must have the same length, got {len(keys)}, "
+            f"{len(s)} and {len(w)}"
+        )
     panels = 3 if context is not None else 2
-    fig, axes = plt.subplots(1, panels, figsize=(3.1 * panels, 2.4),
-                             gridspec_kw={"width_ratios": [3, 3, 2][:panels]})
+    fig, axes = plt.subplots(
+        1, panels, figsize=(3.1 * panels, 2.4), gridspec_kw={"width_ratios": [3, 3, 2][:panels]}
+    )
     pos = np.arange(len(keys))
     axes[0].bar(pos, s, color=["#d62728" if v < 0 else "#1f77b4" for v in s])
     axes[0].set_title("1. alignment scores")
@@ -116,8 +151,9 @@ def attention_step_figure(keys: Sequence[str], scores, weights, context=None, *,
         c = to_numpy(context).ravel()
         axes[2].barh(np.arange(len(c))[::-1], c, color="#9467bd")
         axes[2].set_yticks(np.arange(len(c))[::-1])
-        axes[2].set_yticklabels(context_labels if context_labels is not None
-                                else [f"c[{i}]" for i in range(len(c))])
+        axes[2].set_yticklabels(
+            context_labels if context_labels is not None else [f"c[{i}]" for i in range(len(c))]
+        )
         axes[2].axvline(0, color="black", lw=0.6)
         axes[2].set_title("3. context vector")
     if title:
@@ -135,8 +171,9 @@ def _fmt(v: float, digits: int) -> str:
     return "0" if text in ("-0", "") else text
 
 
-def matrix_to_latex(m, digits: int = 3, *, name: str | None = None, highlight: Cells = (),
-                    color: str = "#d62728") -> str:
+def matrix_to_latex(
+    m, digits: int = 3, *, name: str | None = None, highlight: Cells = (), color: str = "#d62728"
+) -> str:
     r"""A matrix as a LaTeX ``bmatrix`` for MathJax, e.g. ``Q = \begin{bmatrix}...``.
 
     Values are rounded to ``digits`` decimals (trailing zeros dropped). Cells listed in
@@ -156,9 +193,16 @@ def matrix_to_latex(m, digits: int = 3, *, name: str | None = None, highlight: C
     return prefix + r"\begin{bmatrix} " + body + r" \end{bmatrix}"
 
 
-def matrix_to_html(m, digits: int = 3, *, title: str | None = None, highlight: Cells = (),
-                   row_labels: Sequence[str] | None = None,
-                   col_labels: Sequence[str] | None = None, color: str = "#ffd27f") -> str:
+def matrix_to_html(
+    m,
+    digits: int = 3,
+    *,
+    title: str | None = None,
+    highlight: Cells = (),
+    row_labels: Sequence[str] | None = None,
+    col_labels: Sequence[str] | None = None,
+    color: str = "#ffd27f",
+) -> str:
     """A matrix as a small HTML table (for widgets: MathJax does not typeset inside them).
 
     Cells in ``highlight`` get a coloured background.
@@ -167,15 +211,22 @@ def matrix_to_html(m, digits: int = 3, *, title: str | None = None, highlight: C
     marked = set(highlight)
     cell = "padding:2px 6px;text-align:right;font-family:monospace;border:1px solid #ddd;"
     head = "padding:2px 6px;color:#666;font-size:85%;"
-    out = ['<table style="border-collapse:collapse;display:inline-table;margin:4px 10px '
-           '4px 0;vertical-align:top;">']
+    out = [
+        '<table style="border-collapse:collapse;display:inline-table;margin:4px 10px '
+        '4px 0;vertical-align:top;">'
+    ]
     if title:
-        out.append(f'<caption style="caption-side:top;font-weight:bold;text-align:left;">'
-                   f"{html.escape(title)}</caption>")
+        out.append(
+            f'<caption style="caption-side:top;font-weight:bold;text-align:left;">'
+            f"{html.escape(title)}</caption>"
+        )
     if col_labels is not None:
-        out.append("<tr>" + ("<th></th>" if row_labels is not None else "")
-                   + "".join(f'<th style="{head}">{html.escape(str(c))}</th>' for c in col_labels)
-                   + "</tr>")
+        out.append(
+            "<tr>"
+            + ("<th></th>" if row_labels is not None else "")
+            + "".join(f'<th style="{head}">{html.escape(str(c))}</th>' for c in col_labels)
+            + "</tr>"
+        )
     for i in range(a.shape[0]):
         row = "<tr>"
         if row_labels is not None:
@@ -203,9 +254,15 @@ def png_to_html(png: bytes, alt: str = "") -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
 
 
-def attention_grid(weights, x_labels: Sequence[str] | None = None,
-                   y_labels: Sequence[str] | None = None, *, title: str = "",
-                   layer_names: Sequence[str] | None = None, cell: float = 2.2):
+def attention_grid(
+    weights,
+    x_labels: Sequence[str] | None = None,
+    y_labels: Sequence[str] | None = None,
+    *,
+    title: str = "",
+    layer_names: Sequence[str] | None = None,
+    cell: float = 2.2,
+):
     """Heatmaps of every head (columns) of every layer (rows): ``weights`` is ``(L, H, q, k)``.
 
     A 3-D tensor ``(H, q, k)`` is one layer; a 2-D one is a single map. Token labels are put
@@ -217,22 +274,38 @@ def attention_grid(weights, x_labels: Sequence[str] | None = None,
     elif w.ndim == 3:
         w = w[None]
     if w.ndim != 4:
-        raise ValueError(f"weights must be (layers, heads, queries, keys), (heads, queries, "
-                         f"keys) or (queries, keys), got shape {to_numpy(weights).shape}")
+        raise ValueError(
+            f"weights must be (layers, heads, queries, keys), (heads, queries, "
+            f"keys) or (queries, keys), got shape {to_numpy(weights).shape}"
+        )
     n_layers, n_heads, n_q, n_k = w.shape
     if layer_names is not None and len(layer_names) != n_layers:
         raise ValueError(f"layer_names must have {n_layers} names, got {len(layer_names)}")
-    fig, axes = plt.subplots(n_layers, n_heads, squeeze=False,
-                             figsize=(cell * n_heads * max(1.0, n_k / max(n_q, 1)) + 0.6,
-                                      cell * n_layers + 0.5))
+    fig, axes = plt.subplots(
+        n_layers,
+        n_heads,
+        squeeze=False,
+        figsize=(cell * n_heads * max(1.0, n_k / max(n_q, 1)) + 0.6, cell * n_layers + 0.5),
+    )
     for layer in range(n_layers):
         for head in range(n_heads):
             ax = axes[layer, head]
-            heatmap(w[layer, head], x_labels, y_labels, ax=ax, colorbar=False, vmin=0, vmax=1,
-                    annotate=False, xlabel="", ylabel="")
+            heatmap(
+                w[layer, head],
+                x_labels,
+                y_labels,
+                ax=ax,
+                colorbar=False,
+                vmin=0,
+                vmax=1,
+                annotate=False,
+                xlabel="",
+                ylabel="",
+            )
             name = layer_names[layer] if layer_names is not None else f"layer {layer + 1}"
-            ax.set_title(f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else "",
-                         fontsize=8)
+            ax.set_title(
+                f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else "", fontsize=8
+            )
             if layer < n_layers - 1:
                 ax.set_xticklabels([])
             if head > 0:
@@ -265,11 +338,23 @@ def attention_types_figure(maps: dict, *, title: str = "", cell: float = 2.6):
     query_labels)}``. Returns the ``Figure``."""
     if not maps:
         raise ValueError("maps must hold at least one attention map, got none")
-    fig, axes = plt.subplots(1, len(maps), figsize=(cell * len(maps) + 0.8, cell + 0.6),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(maps), figsize=(cell * len(maps) + 0.8, cell + 0.6), squeeze=False
+    )
     for ax, (name, (weights, keys, queries)) in zip(axes[0], maps.items(), strict=True):
-        heatmap(weights, keys, queries, ax=ax, colorbar=False, vmin=0, vmax=1, annotate=False,
-                title=name, xlabel="keys", ylabel="queries")
+        heatmap(
+            weights,
+            keys,
+            queries,
+            ax=ax,
+            colorbar=False,
+            vmin=0,
+            vmax=1,
+            annotate=False,
+            title=name,
+            xlabel="keys",
+            ylabel="queries",
+        )
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
@@ -280,9 +365,14 @@ BOTTLENECK_MODELS = {"context": "fixed context C = h_S", "attention": "additive 
 BOTTLENECK_METRICS = {"exact": "exact match", "token": "per-token accuracy"}
 
 
-def bottleneck_figure(result: dict, models: Sequence[str] = ("context", "attention"), *,
-                      metrics: Sequence[str] = ("exact", "token"), title: str = "",
-                      panel_size: tuple[float, float] = (4.6, 3.0)):
+def bottleneck_figure(
+    result: dict,
+    models: Sequence[str] = ("context", "attention"),
+    *,
+    metrics: Sequence[str] = ("exact", "token"),
+    title: str = "",
+    panel_size: tuple[float, float] = (4.6, 3.0),
+):
     """Accuracy against input length from the recorded bottleneck benchmark, one panel per
     metric and one line per model: the shape of Bahdanau et al. (2014), Figure 2.
 
@@ -294,26 +384,42 @@ def bottleneck_figure(result: dict, models: Sequence[str] = ("context", "attenti
     (1 / n_symbols). Returns the ``Figure``.
     """
     if not isinstance(result, dict) or "by_length" not in result or "config" not in result:
-        raise TypeError("result must be the bottleneck benchmark's dict (recorded_result("
-                        "'bottleneck')), with 'config' and 'by_length'")
-    for name, chosen, known in (("models", models, BOTTLENECK_MODELS),
-                                ("metrics", metrics, BOTTLENECK_METRICS)):
+        raise TypeError(
+            "result must be the bottleneck benchmark's dict (recorded_result("
+            "'bottleneck')), with 'config' and 'by_length'"
+        )
+    for name, chosen, known in (
+        ("models", models, BOTTLENECK_MODELS),
+        ("metrics", metrics, BOTTLENECK_METRICS),
+    ):
         if isinstance(chosen, str) or not chosen or any(c not in known for c in chosen):
-            raise ValueError(f"{name} must be a non-empty list drawn from {tuple(known)}, "
-                             f"got {chosen!r}")
+            raise ValueError(
+                f"{name} must be a non-empty list drawn from {tuple(known)}, got {chosen!r}"
+            )
     cfg, rows = result["config"], result["by_length"]
     lengths = [r["length"] for r in rows]
-    fig, axes = plt.subplots(1, len(metrics), squeeze=False,
-                             figsize=(panel_size[0] * len(metrics), panel_size[1]))
+    fig, axes = plt.subplots(
+        1, len(metrics), squeeze=False, figsize=(panel_size[0] * len(metrics), panel_size[1])
+    )
     styles = {"context": ("o--", "#d62728"), "attention": ("s-", "#1f77b4")}
     for ax, metric in zip(axes[0], metrics, strict=True):
         for model in models:
             style, color = styles[model]
-            ax.plot(lengths, [r[model][metric] for r in rows], style, color=color,
-                    label=BOTTLENECK_MODELS[model])
+            ax.plot(
+                lengths,
+                [r[model][metric] for r in rows],
+                style,
+                color=color,
+                label=BOTTLENECK_MODELS[model],
+            )
         if max(lengths) > cfg["train_max"]:
-            ax.axvspan(cfg["train_max"] + 2.5, max(lengths) + 2.5, color="grey", alpha=0.15,
-                       label="longer than any training input")
+            ax.axvspan(
+                cfg["train_max"] + 2.5,
+                max(lengths) + 2.5,
+                color="grey",
+                alpha=0.15,
+                label="longer than any training input",
+            )
         if metric == "token":
             ax.axhline(1 / cfg["n_symbols"], color="grey", lw=0.8, ls=":", label="guessing")
         ax.set_xlabel("input length")
@@ -327,8 +433,15 @@ def bottleneck_figure(result: dict, models: Sequence[str] = ("context", "attenti
     return fig
 
 
-def token_weights_html(tokens: Sequence[str], weights, scores=None, *, caption: str = "",
-                       digits: int = 2, rgb: tuple[int, int, int] = (31, 119, 180)) -> str:
+def token_weights_html(
+    tokens: Sequence[str],
+    weights,
+    scores=None,
+    *,
+    caption: str = "",
+    digits: int = 2,
+    rgb: tuple[int, int, int] = (31, 119, 180),
+) -> str:
     """One query's attention over a row of tokens, as a small HTML table (for widget views).
 
     Each token's cell is shaded in proportion to its weight (``weights`` ``(L,)``, in [0, 1]),
@@ -338,28 +451,37 @@ def token_weights_html(tokens: Sequence[str], weights, scores=None, *, caption: 
     """
     w = to_numpy(weights).ravel()
     if len(tokens) != len(w):
-        raise ValueError(f"tokens and weights must have the same length, got {len(tokens)} "
-                         f"tokens and weights of shape {to_numpy(weights).shape}")
+        raise ValueError(
+            f"tokens and weights must have the same length, got {len(tokens)} "
+            f"tokens and weights of shape {to_numpy(weights).shape}"
+        )
     s = None if scores is None else to_numpy(scores).ravel()
     if s is not None and len(s) != len(w):
-        raise ValueError(f"scores must have one value per token ({len(w)}), got shape "
-                         f"{to_numpy(scores).shape}")
+        raise ValueError(
+            f"scores must have one value per token ({len(w)}), got shape {to_numpy(scores).shape}"
+        )
     r, g, b = rgb
     row_tok, row_w, row_s = [], [], []
     for i, token in enumerate(tokens):
         a = float(np.clip(w[i], 0.0, 1.0))
         ink = ";color:#fff" if a > 0.5 else ""
-        row_tok.append(f'<td class="t" style="background:rgba({r},{g},{b},{a:.2f}){ink}">'
-                       f"{html.escape(str(token))}</td>")
+        row_tok.append(
+            f'<td class="t" style="background:rgba({r},{g},{b},{a:.2f}){ink}">'
+            f"{html.escape(str(token))}</td>"
+        )
         row_w.append(f'<td class="n">{_fmt(w[i], digits)}</td>')
         if s is not None:
             row_s.append(f'<td class="s">{_fmt(s[i], 1)}</td>')
-    rows = ["<tr>" + "".join(row_tok) + "</tr>",
-            "<tr>" + "".join(row_w) + '<td class="s">weight</td></tr>']
+    rows = [
+        "<tr>" + "".join(row_tok) + "</tr>",
+        "<tr>" + "".join(row_w) + '<td class="s">weight</td></tr>',
+    ]
     if s is not None:
         rows.append("<tr>" + "".join(row_s) + '<td class="s">score</td></tr>')
     head = f"<div>{caption}</div>" if caption else ""
-    style = ("<style>.attnbook-tw{border-collapse:collapse}.attnbook-tw td{padding:1px 3px;"
-             "text-align:center;font-family:monospace}.attnbook-tw .t{font-size:14px}"
-             ".attnbook-tw .n{font-size:9px}.attnbook-tw .s{font-size:9px;color:#777}</style>")
+    style = (
+        "<style>.attnbook-tw{border-collapse:collapse}.attnbook-tw td{padding:1px 3px;"
+        "text-align:center;font-family:monospace}.attnbook-tw .t{font-size:14px}"
+        ".attnbook-tw .n{font-size:9px}.attnbook-tw .s{font-size:9px;color:#777}</style>"
+    )
     return f'{style}{head}<table class="attnbook-tw">{"".join(rows)}</table>'

@@ -49,7 +49,7 @@ _TAB_STACK_CLASS = "attnbook-stack"
 def _stack(children: Sequence[W.Widget], titles: Sequence[str]) -> W.Box:
     """A box showing one of ``children`` at a time, chosen by its ``selected_index``."""
     stack = STACK(children=list(children), selected_index=0)
-    if STACK is W.Tab:                             # ipywidgets 7: name the tabs, hide the bar
+    if STACK is W.Tab:  # ipywidgets 7: name the tabs, hide the bar
         for i, title in enumerate(titles):
             stack.set_title(i, str(title))
         stack.add_class(_TAB_STACK_CLASS)
@@ -74,8 +74,10 @@ def as_view(view) -> W.Widget:
         return W.Image(value=view, format="png")
     if isinstance(view, str):
         return W.HTML(value=view)
-    raise TypeError(f"a view must be HTML (str), PNG (bytes), a matplotlib Figure or a widget, "
-                    f"got {type(view).__name__}")
+    raise TypeError(
+        f"a view must be HTML (str), PNG (bytes), a matplotlib Figure or a widget, "
+        f"got {type(view).__name__}"
+    )
 
 
 def _link_to_stack(control: W.Widget, attribute: str, stack: W.Box):
@@ -96,16 +98,29 @@ def _link_to_stack(control: W.Widget, attribute: str, stack: W.Box):
 def _control(kind: str, labels: Sequence[str], description: str) -> tuple[W.Widget, str]:
     """A slider or toggle buttons over ``labels``; returns the widget and its int attribute."""
     if kind == "slider":
-        return W.IntSlider(value=0, min=0, max=len(labels) - 1, description=description,
-                           continuous_update=True, layout=W.Layout(width="380px"),
-                           style={"description_width": "initial"}), "value"
+        return W.IntSlider(
+            value=0,
+            min=0,
+            max=len(labels) - 1,
+            description=description,
+            continuous_update=True,
+            layout=W.Layout(width="380px"),
+            style={"description_width": "initial"},
+        ), "value"
     if kind == "buttons":
-        return W.ToggleButtons(options=list(labels), index=0, description=description,
-                               style={"button_width": "auto", "description_width": "initial"}
-                               ), "index"
+        return W.ToggleButtons(
+            options=list(labels),
+            index=0,
+            description=description,
+            style={"button_width": "auto", "description_width": "initial"},
+        ), "index"
     if kind == "dropdown":
-        return W.Dropdown(options=list(labels), index=0, description=description,
-                          style={"description_width": "initial"}), "index"
+        return W.Dropdown(
+            options=list(labels),
+            index=0,
+            description=description,
+            style={"description_width": "initial"},
+        ), "index"
     raise ValueError(f"control must be 'slider', 'buttons' or 'dropdown', got {kind!r}")
 
 
@@ -130,8 +145,10 @@ def static_views(views: Sequence, axes: Sequence[tuple[Sequence[str], str, str]]
         labels = axes[depth][0]
         if len(node) != len(labels) or not labels:
             where = "views" if depth == 0 else f"a view list at depth {depth}"
-            raise ValueError(f"{where} must have one entry per label of axis {depth} "
-                             f"({len(labels)}), got {len(node)}")
+            raise ValueError(
+                f"{where} must have one entry per label of axis {depth} "
+                f"({len(labels)}), got {len(node)}"
+            )
         last = depth == len(axes) - 1
         stack = _stack([as_view(v) if last else build(v, depth + 1) for v in node], labels)
         links.append(_link_to_stack(*made[depth], stack))
@@ -140,7 +157,7 @@ def static_views(views: Sequence, axes: Sequence[tuple[Sequence[str], str, str]]
     root = build(views, 0)
     headers = []
     for (labels, _, kind), (control, attribute) in zip(axes, made, strict=True):
-        if kind == "slider":                       # a slider shows a number: name it too
+        if kind == "slider":  # a slider shows a number: name it too
             names = _stack([W.HTML(f"<b>{label}</b>") for label in labels], labels)
             links.append(_link_to_stack(control, attribute, names))
             headers.append(W.HBox([control, names]))
@@ -152,8 +169,9 @@ def static_views(views: Sequence, axes: Sequence[tuple[Sequence[str], str, str]]
     return box
 
 
-def static_stepper(views: Sequence, *, description: str = "step",
-                   labels: Sequence[str] | None = None) -> W.VBox:
+def static_stepper(
+    views: Sequence, *, description: str = "step", labels: Sequence[str] | None = None
+) -> W.VBox:
     """A slider over precomputed views that works without a kernel.
 
     ``labels`` (one per view, default the view numbers) are shown beside the slider.
@@ -170,12 +188,21 @@ def static_selector(views: Sequence, options: Sequence[str], *, description: str
     return static_views(views, [(options, description, "buttons")])
 
 
-def static_grid(views: Sequence[Sequence], row_labels: Sequence[str], col_labels: Sequence[str],
-                *, row_description: str = "", col_description: str = "",
-                row_control: str = "buttons", col_control: str = "slider") -> W.VBox:
+def static_grid(
+    views: Sequence[Sequence],
+    row_labels: Sequence[str],
+    col_labels: Sequence[str],
+    *,
+    row_description: str = "",
+    col_description: str = "",
+    row_control: str = "buttons",
+    col_control: str = "slider",
+) -> W.VBox:
     """Two controls over ``views[row][col]``: :func:`static_views` with two axes."""
-    box = static_views(views, [(row_labels, row_description, row_control),
-                               (col_labels, col_description, col_control)])
+    box = static_views(
+        views,
+        [(row_labels, row_description, row_control), (col_labels, col_description, col_control)],
+    )
     box.row_control = box.controls[0]
     return box
 
@@ -188,9 +215,16 @@ def shown_view(box: W.VBox) -> W.Widget:
     return view
 
 
-def decoder_steps_explorer(keys: Sequence[str], outputs: Sequence[str], scores, weights,
-                           contexts=None, *, context_labels: Sequence[str] | None = None,
-                           dpi: int = 72) -> W.VBox:
+def decoder_steps_explorer(
+    keys: Sequence[str],
+    outputs: Sequence[str],
+    scores,
+    weights,
+    contexts=None,
+    *,
+    context_labels: Sequence[str] | None = None,
+    dpi: int = 72,
+) -> W.VBox:
     """Step through decoder time steps: each view shows that step's scores, weights, context.
 
     ``scores`` and ``weights`` are ``(T, L_k)`` (one row per output token in ``outputs``),
@@ -198,14 +232,21 @@ def decoder_steps_explorer(keys: Sequence[str], outputs: Sequence[str], scores, 
     """
     s, w = viz.to_numpy(scores), viz.to_numpy(weights)
     if s.shape != w.shape or s.ndim != 2 or s.shape != (len(outputs), len(keys)):
-        raise ValueError(f"scores and weights must both have shape (len(outputs), len(keys)) = "
-                         f"({len(outputs)}, {len(keys)}), got {s.shape} and {w.shape}")
+        raise ValueError(
+            f"scores and weights must both have shape (len(outputs), len(keys)) = "
+            f"({len(outputs)}, {len(keys)}), got {s.shape} and {w.shape}"
+        )
     c = None if contexts is None else viz.to_numpy(contexts)
     views = []
     for t, out in enumerate(outputs):
-        fig = viz.attention_step_figure(keys, s[t], w[t], None if c is None else c[t],
-                                        context_labels=context_labels,
-                                        title=f"step {t + 1}: producing '{out}'")
+        fig = viz.attention_step_figure(
+            keys,
+            s[t],
+            w[t],
+            None if c is None else c[t],
+            context_labels=context_labels,
+            title=f"step {t + 1}: producing '{out}'",
+        )
         views.append(viz.figure_to_png(fig, dpi=dpi))
     labels = [f"step {t + 1} → {out}" for t, out in enumerate(outputs)]
     return static_stepper(views, description="decoder step", labels=labels)
@@ -227,32 +268,48 @@ def attention_explorer(examples: Sequence[dict], *, dpi: int = 60) -> W.VBox:
     views = []
     for ex in examples:
         if list(ex["attention"]) != types:
-            raise ValueError(f"every example must have the attention types {types}, example "
-                             f"{ex.get('name')!r} has {list(ex['attention'])}")
+            raise ValueError(
+                f"every example must have the attention types {types}, example "
+                f"{ex.get('name')!r} has {list(ex['attention'])}"
+            )
         per_type = []
         for t in types:
             weights, keys, queries = ex["attention"][t]
             w = viz.to_numpy(weights)
             if w.ndim != 4 or w.shape[0] != n_layers[t]:
-                raise ValueError(f"attention {t!r} of example {ex.get('name')!r} must be "
-                                 f"(layers={n_layers[t]}, heads, queries, keys), got {w.shape}")
+                raise ValueError(
+                    f"attention {t!r} of example {ex.get('name')!r} must be "
+                    f"(layers={n_layers[t]}, heads, queries, keys), got {w.shape}"
+                )
             per_layer = []
             for layer in range(max(n_layers.values())):
-                fig = viz.attention_grid(w[min(layer, w.shape[0] - 1)], keys, queries,
-                                         layer_names=[f"{t}, layer {min(layer, w.shape[0] - 1) + 1}"])
+                fig = viz.attention_grid(
+                    w[min(layer, w.shape[0] - 1)],
+                    keys,
+                    queries,
+                    layer_names=[f"{t}, layer {min(layer, w.shape[0] - 1) + 1}"],
+                )
                 per_layer.append(viz.figure_to_png(fig, dpi=dpi))
             per_type.append(per_layer)
         views.append(per_type)
     layers = [f"layer {i + 1}" for i in range(max(n_layers.values()))]
-    return static_views(views, [([str(ex.get("name", i)) for i, ex in enumerate(examples)],
-                                 "example", "dropdown"),
-                                (types, "attention", "buttons"),
-                                (layers, "layer", "slider")])
+    return static_views(
+        views,
+        [
+            ([str(ex.get("name", i)) for i, ex in enumerate(examples)], "example", "dropdown"),
+            (types, "attention", "buttons"),
+            (layers, "layer", "slider"),
+        ],
+    )
 
 
-def positional_encoding_explorer(pe, *, dims: Sequence[int] = (0, 1, 2, 4, 8, 16),
-                                 positions: Sequence[int] = (0, 1, 5, 10, 20, 40),
-                                 dpi: int = 64) -> W.VBox:
+def positional_encoding_explorer(
+    pe,
+    *,
+    dims: Sequence[int] = (0, 1, 2, 4, 8, 16),
+    positions: Sequence[int] = (0, 1, 5, 10, 20, 40),
+    dpi: int = 64,
+) -> W.VBox:
     """Two sliders over a positional-encoding matrix ``pe`` ``(n_positions, d_model)``.
 
     The dimension slider picks a pair ``i`` and shows ``PE(pos, 2i)`` (sin) and
@@ -281,8 +338,10 @@ def positional_encoding_explorer(pe, *, dims: Sequence[int] = (0, 1, 2, 4, 8, 16
         ax.set_xlabel("position")
         ax.set_ylim(-1.1, 1.1)
         ax.legend(loc="upper right", fontsize=7)
-        ax.set_title(f"dimension pair i = {i}: wavelength {2 * np.pi * 10000 ** (2 * i / d):.1f}"
-                     " positions", fontsize=9)
+        ax.set_title(
+            f"dimension pair i = {i}: wavelength {2 * np.pi * 10000 ** (2 * i / d):.1f} positions",
+            fontsize=9,
+        )
         fig.tight_layout()
         dim_views.append(viz.figure_to_png(fig, dpi=dpi))
     pos_views = []
@@ -298,17 +357,24 @@ def positional_encoding_explorer(pe, *, dims: Sequence[int] = (0, 1, 2, 4, 8, 16
         ax2.set_title(f"PE({p}) · PE({p} + k)", fontsize=9)
         fig.tight_layout()
         pos_views.append(viz.figure_to_png(fig, dpi=dpi))
-    by_dim = static_stepper(dim_views, description="dimension pair i",
-                            labels=[f"i = {i}" for i in dims])
-    by_pos = static_stepper(pos_views, description="position",
-                            labels=[f"pos = {p}" for p in positions])
+    by_dim = static_stepper(
+        dim_views, description="dimension pair i", labels=[f"i = {i}" for i in dims]
+    )
+    by_pos = static_stepper(
+        pos_views, description="position", labels=[f"pos = {p}" for p in positions]
+    )
     box = W.VBox([by_dim, by_pos])
     box.by_dimension, box.by_position = by_dim, by_pos
     return box
 
 
-def temperature_explorer(d_ks: Sequence[int] = (1, 4, 16, 64, 256, 1024), *, n_keys: int = 8,
-                         seed: int = 0, dpi: int = 72) -> W.VBox:
+def temperature_explorer(
+    d_ks: Sequence[int] = (1, 4, 16, 64, 256, 1024),
+    *,
+    n_keys: int = 8,
+    seed: int = 0,
+    dpi: int = 72,
+) -> W.VBox:
     """Why the Transformer divides by sqrt(d_k): softmax weights of one random query.
 
     For each ``d_k`` a query and ``n_keys`` keys are drawn with independent N(0, 1) entries
@@ -329,7 +395,7 @@ def temperature_explorer(d_ks: Sequence[int] = (1, 4, 16, 64, 256, 1024), *, n_k
         q = torch.randn(1, d, generator=g, dtype=torch.float64)
         k = torch.randn(n_keys, d, generator=g, dtype=torch.float64)
         raw = dot_score(q, k)[0]
-        for views, scores in zip(rows.values(), (raw, raw / d ** 0.5), strict=True):
+        for views, scores in zip(rows.values(), (raw, raw / d**0.5), strict=True):
             stats = {key: float(v) for key, v in softmax_saturation(scores).items()}
             p = torch.softmax(scores, -1)
             fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7.2, 2.3))
@@ -338,26 +404,40 @@ def temperature_explorer(d_ks: Sequence[int] = (1, 4, 16, 64, 256, 1024), *, n_k
             ax1.set_xlabel("key")
             ax2.bar(range(n_keys), p.numpy(), color="#2ca02c")
             ax2.set_ylim(0, 1)
-            ax2.set_title(f"softmax: max {stats['max_weight']:.2f}, entropy "
-                          f"{stats['entropy']:.2f}, |J| {stats['jacobian_norm']:.3f}",
-                          fontsize=9)
+            ax2.set_title(
+                f"softmax: max {stats['max_weight']:.2f}, entropy "
+                f"{stats['entropy']:.2f}, |J| {stats['jacobian_norm']:.3f}",
+                fontsize=9,
+            )
             ax2.set_xlabel("key")
             fig.tight_layout()
             views.append(viz.figure_to_png(fig, dpi=dpi))
-    return static_grid(list(rows.values()), list(rows), [f"d_k = {d}" for d in d_ks],
-                       row_description="scores", col_description="d_k")
+    return static_grid(
+        list(rows.values()),
+        list(rows),
+        [f"d_k = {d}" for d in d_ks],
+        row_description="scores",
+        col_description="d_k",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # the worked single-head example (notes 05)
 # ---------------------------------------------------------------------------------------------
 
-STAGES = ("X and the weights", "Q = XW_Q, K = XW_K, V = XW_V", "scores = QKᵀ",
-          "scaled = scores / √d_k", "weights = softmax(scaled)", "Z = weights · V")
+STAGES = (
+    "X and the weights",
+    "Q = XW_Q, K = XW_K, V = XW_V",
+    "scores = QKᵀ",
+    "scaled = scores / √d_k",
+    "weights = softmax(scaled)",
+    "Z = weights · V",
+)
 
 
-def worked_stages(ex: SingleHeadExample, row: int, *, digits: int = 3,
-                  changed: dict[str, set] | None = None) -> list[str]:
+def worked_stages(
+    ex: SingleHeadExample, row: int, *, digits: int = 3, changed: dict[str, set] | None = None
+) -> list[str]:
     """HTML views of the six stages of one head, highlighting what produces row ``row``.
 
     Stage by stage: the input row of X; the rows of Q, K, V it becomes; row ``row`` of the
@@ -372,8 +452,9 @@ def worked_stages(ex: SingleHeadExample, row: int, *, digits: int = 3,
 
     def table(name, m, cells=(), rows=None, cols=None):
         cells = set(cells) | set(changed.get(name, ()))
-        return viz.matrix_to_html(m, digits, title=name, highlight=cells,
-                                  row_labels=rows, col_labels=cols)
+        return viz.matrix_to_html(
+            m, digits, title=name, highlight=cells, row_labels=rows, col_labels=cols
+        )
 
     def row_cells(m, i):
         return {(i, j) for j in range(m.shape[1])}
@@ -381,11 +462,16 @@ def worked_stages(ex: SingleHeadExample, row: int, *, digits: int = 3,
     d = ex.d_k
     all_rows = {(i, j) for i in range(n) for j in range(ex.V.shape[1])}
     views = [
-        table("X", ex.X, row_cells(ex.X, row), tokens) + table("W_Q", ex.W_Q)
-        + table("W_K", ex.W_K) + table("W_V", ex.W_V),
-        table("X", ex.X, row_cells(ex.X, row), tokens) + table("Q", ex.Q, row_cells(ex.Q, row), tokens)
-        + table("K", ex.K, rows=tokens) + table("V", ex.V, rows=tokens),
-        table("Q", ex.Q, row_cells(ex.Q, row), tokens) + table("Kᵀ", ex.K.T, cols=tokens)
+        table("X", ex.X, row_cells(ex.X, row), tokens)
+        + table("W_Q", ex.W_Q)
+        + table("W_K", ex.W_K)
+        + table("W_V", ex.W_V),
+        table("X", ex.X, row_cells(ex.X, row), tokens)
+        + table("Q", ex.Q, row_cells(ex.Q, row), tokens)
+        + table("K", ex.K, rows=tokens)
+        + table("V", ex.V, rows=tokens),
+        table("Q", ex.Q, row_cells(ex.Q, row), tokens)
+        + table("Kᵀ", ex.K.T, cols=tokens)
         + table("scores", ex.scores, row_cells(ex.scores, row), tokens, tokens),
         table("scores", ex.scores, row_cells(ex.scores, row), tokens, tokens)
         + f'<span style="font-size:120%;padding:0 8px;">÷ √{d} =</span>'
@@ -397,8 +483,10 @@ def worked_stages(ex: SingleHeadExample, row: int, *, digits: int = 3,
         + table("V", ex.V, all_rows, tokens)
         + table("Z", ex.Z, row_cells(ex.Z, row), tokens),
     ]
-    return [f"<div><p><b>{STAGES[i]}</b> (highlighted: what produces token x{row + 1})</p>{v}</div>"
-            for i, v in enumerate(views)]
+    return [
+        f"<div><p><b>{STAGES[i]}</b> (highlighted: what produces token x{row + 1})</p>{v}</div>"
+        for i, v in enumerate(views)
+    ]
 
 
 def worked_stage_explorer(ex: SingleHeadExample | None = None, *, digits: int = 3) -> W.VBox:
@@ -406,8 +494,13 @@ def worked_stage_explorer(ex: SingleHeadExample | None = None, *, digits: int = 
     ex = single_head_example() if ex is None else ex
     n = ex.X.shape[0]
     views = [worked_stages(ex, row, digits=digits) for row in range(n)]
-    return static_grid(views, [f"token x{i + 1}" for i in range(n)], list(STAGES),
-                       row_description="follow", col_description="stage")
+    return static_grid(
+        views,
+        [f"token x{i + 1}" for i in range(n)],
+        list(STAGES),
+        row_description="follow",
+        col_description="stage",
+    )
 
 
 class WorkedExampleEditor:
@@ -426,21 +519,38 @@ class WorkedExampleEditor:
         self.original = {name: getattr(base, name).clone() for name in self.MATRICES}
         self.current = {name: m.clone() for name, m in self.original.items()}
         self.example = base
-        self.matrix = W.ToggleButtons(options=list(self.MATRICES), description="edit",
-                                      style={"button_width": "auto"})
-        self.row = W.BoundedIntText(value=2, min=0, max=base.X.shape[0] - 1, description="row",
-                                    layout=W.Layout(width="140px"))
-        self.col = W.BoundedIntText(value=0, min=0, max=base.X.shape[1] - 1, description="col",
-                                    layout=W.Layout(width="140px"))
-        self.value = W.FloatText(value=float(base.X[2, 0]), step=0.5, description="value",
-                                 layout=W.Layout(width="180px"))
+        self.matrix = W.ToggleButtons(
+            options=list(self.MATRICES), description="edit", style={"button_width": "auto"}
+        )
+        self.row = W.BoundedIntText(
+            value=2,
+            min=0,
+            max=base.X.shape[0] - 1,
+            description="row",
+            layout=W.Layout(width="140px"),
+        )
+        self.col = W.BoundedIntText(
+            value=0,
+            min=0,
+            max=base.X.shape[1] - 1,
+            description="col",
+            layout=W.Layout(width="140px"),
+        )
+        self.value = W.FloatText(
+            value=float(base.X[2, 0]), step=0.5, description="value", layout=W.Layout(width="180px")
+        )
         self.reset = W.Button(description="reset", tooltip="back to the notes' matrices")
-        self.follow = W.ToggleButtons(options=[f"x{i + 1}" for i in range(base.X.shape[0])],
-                                      index=base.X.shape[0] - 1, description="follow",
-                                      style={"button_width": "auto"})
+        self.follow = W.ToggleButtons(
+            options=[f"x{i + 1}" for i in range(base.X.shape[0])],
+            index=base.X.shape[0] - 1,
+            description="follow",
+            style={"button_width": "auto"},
+        )
         self.output = W.HTML()
-        note = W.HTML("<i>Live editing needs a running kernel (open this chapter in Jupyter, "
-                      "Colab or Binder). On the static page this shows the notes' matrices.</i>")
+        note = W.HTML(
+            "<i>Live editing needs a running kernel (open this chapter in Jupyter, "
+            "Colab or Binder). On the static page this shows the notes' matrices.</i>"
+        )
         self._syncing = False
         self.matrix.observe(self._on_select, names="value")
         self.row.observe(self._on_select, names="value")
@@ -448,8 +558,15 @@ class WorkedExampleEditor:
         self.value.observe(self._on_value, names="value")
         self.follow.observe(lambda _: self._render(), names="index")
         self.reset.on_click(self._on_reset)
-        self.widget = W.VBox([note, self.matrix, W.HBox([self.row, self.col, self.value,
-                                                         self.reset]), self.follow, self.output])
+        self.widget = W.VBox(
+            [
+                note,
+                self.matrix,
+                W.HBox([self.row, self.col, self.value, self.reset]),
+                self.follow,
+                self.output,
+            ]
+        )
         self._render()
 
     def set_entry(self, matrix: str, row: int, col: int, value: float) -> SingleHeadExample:
@@ -458,8 +575,9 @@ class WorkedExampleEditor:
             raise ValueError(f"matrix must be one of {self.MATRICES}, got {matrix!r}")
         rows, cols = self.current[matrix].shape
         if not (0 <= row < rows and 0 <= col < cols):
-            raise ValueError(f"(row, col) must index {matrix} of shape ({rows}, {cols}), "
-                             f"got ({row}, {col})")
+            raise ValueError(
+                f"(row, col) must index {matrix} of shape ({rows}, {cols}), got ({row}, {col})"
+            )
         self.current[matrix][row, col] = float(value)
         self._render()
         return self.example
@@ -483,8 +601,9 @@ class WorkedExampleEditor:
     def _render(self):
         c = self.current
         self.example = single_head_example(c["X"], c["W_Q"], c["W_K"], c["W_V"])
-        changed = {name: {tuple(ix) for ix in (c[name] != self.original[name]).nonzero().tolist()}
-                   for name in self.MATRICES}
-        views = worked_stages(self.example, self.follow.index, digits=self.digits,
-                              changed=changed)
+        changed = {
+            name: {tuple(ix) for ix in (c[name] != self.original[name]).nonzero().tolist()}
+            for name in self.MATRICES
+        }
+        views = worked_stages(self.example, self.follow.index, digits=self.digits, changed=changed)
         self.output.value = "".join(views[1:])
