@@ -129,8 +129,9 @@ def test_show_source_rejects_what_is_not_package_code():
 
 
 def test_setup_notebook_prints_arrays_and_tensors_as_wide_as_the_books_column():
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     from attnbook import setup_notebook
     from attnbook.utils import PRINT_WIDTH
