@@ -60,7 +60,34 @@ from .train import (
 )
 from .utils import DEVICES, get_device, seed_everything
 
-__all__ = ["main", "build_parser", "program_name", "build_model", "MODELS", "TRAIN_DEFAULTS"]
+__all__ = [
+    "main",
+    "build_parser",
+    "program_name",
+    "build_model",
+    "MODELS",
+    "TRAIN_DEFAULTS",
+    "TASK_NAMES",
+    "SEQUENCE_TASKS",
+    "MODEL_DEFAULTS",
+    "APPLIES_TO",
+    "FIXED_ON_RESUME",
+    "PER_INVOCATION",
+    "RUN_FILES",
+    "EXIT_OK",
+    "EXIT_ERROR",
+    "EXIT_USAGE",
+    "EXIT_DIVERGED",
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "EXIT_CODES_HELP",
+    "TRAIN_EXAMPLES",
+    "EVALUATE_EXAMPLES",
+    "TRANSLATE_EXAMPLES",
+    "cmd_train",
+    "cmd_evaluate",
+    "cmd_translate",
+]
 
 MODELS = ("rnn", "rnn-attention", "transformer")
 TASK_NAMES = (*TASKS, "tsv")

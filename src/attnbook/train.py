@@ -77,6 +77,8 @@ __all__ = [
     "CheckpointError",
     "NonFiniteLossError",
     "init_distributed",
+    "BatchOrder",
+    "HISTORY_KEYS",
 ]
 
 OPTIMIZERS = ("adamw", "adam")
@@ -826,7 +828,6 @@ class Trainer:
         self.history: list[dict] = []
         self.interrupted: str | None = None  # "SIGINT" etc. when fit() was stopped
         self._updating = False  # inside an optimiser update (see fit)
-        self.step_seconds = 0.0  # time spent in train_step by the last fit
         self.checkpoint_path = Path(config.out_dir) / "checkpoint.pt" if config.out_dir else None
         self.saved_step: int | None = None  # the step of the last checkpoint written
 
@@ -953,7 +954,6 @@ class Trainer:
         self.interrupted, self._updating = None, False
         start, losses, last_eval = time.perf_counter(), [], None
         self._clock = (self.elapsed, start)  # seconds before this call, its start
-        step_time = 0.0
         bar = tqdm(
             total=self.total_steps,
             initial=self.step,
@@ -971,12 +971,10 @@ class Trainer:
                     if self._agree_to_stop(out_of_time or stop.requested is not None):
                         self.interrupted = stop.requested
                         break
-                    t0 = time.perf_counter()
                     losses.append(self.train_step(self.order.peek()))
                     self.order.advance()
                     self.step += 1
                     self._updating = False  # the update is complete
-                    step_time += time.perf_counter() - t0
                     bar.update(1)
                     evaluate_now = self.step % c.eval_every == 0
                     if evaluate_now or self.step % c.log_every == 0:
@@ -993,7 +991,6 @@ class Trainer:
             self.interrupted = "KeyboardInterrupt"
         finally:
             bar.close()
-            self.step_seconds = step_time  # in train_step only (no evaluation, no logging)
         final_eval = self.step != last_eval and not self.interrupted and self.val_data is not None
         row = None
         if losses or final_eval:
