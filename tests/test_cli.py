@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from attnbook.cli import build_parser, main
+import attnbook
+from attnbook.cli import build_parser, main, program_name
 from attnbook.data import make_task
 from attnbook.train import load_checkpoint
 
@@ -315,6 +316,50 @@ def test_help_explains_every_option_with_examples(capsys):
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
         code, out, _ = run([name, "--help"], capsys)
         assert code == 0 and "examples:" in out and f"python -m attnbook {name}" in out
+
+
+def test_version_and_the_program_name(capsys):
+    code, out, _ = run(["--version"], capsys)
+    assert (code, out) == (0, f"attnbook {attnbook.__version__}\n")
+    for argv0, name in (
+        ("/venv/bin/attnbook", "attnbook"),
+        ("C:\\venv\\Scripts\\attnbook.exe", "attnbook"),
+        ("/src/attnbook/__main__.py", "python -m attnbook"),
+        ("", "python -m attnbook"),
+    ):
+        assert program_name(argv0) == name
+    parser = build_parser("attnbook")
+    assert parser.format_usage().startswith("usage: attnbook ")
+    assert "attnbook train --task dates" in parser._subparsers._group_actions[0].choices[
+        "train"
+    ].format_help().replace("python -m attnbook", "")
+    # one source: the package's metadata reads attnbook.__version__
+    tomllib = pytest.importorskip("tomllib", reason="tomllib needs Python 3.11")
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert "version" not in project["project"] and "version" in project["project"]["dynamic"]
+    assert project["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "attnbook.__version__"}
+
+
+def test_the_program_name_is_how_it_was_run(tmp_path):
+    """``python -m attnbook`` and the console script (as pip writes it) name themselves."""
+    script = tmp_path / "attnbook"
+    script.write_text(
+        "import re, sys\nfrom attnbook.cli import main\n"
+        "sys.argv[0] = re.sub(r'(-script\\.pyw|\\.exe)?$', '', sys.argv[0])\n"
+        "sys.exit(main())\n"
+    )
+    for argv, want in (
+        (["-m", "attnbook", "--version"], (0, f"attnbook {attnbook.__version__}\n", "")),
+        ([str(script), "--version"], (0, f"attnbook {attnbook.__version__}\n", "")),
+        (["-m", "attnbook", "fly"], (2, "", "python -m attnbook: error: argument COMMAND")),
+        ([str(script), "fly"], (2, "", "attnbook: error: argument COMMAND")),
+    ):
+        done = subprocess.run(
+            [sys.executable, *argv], env=_env(), capture_output=True, text=True, timeout=120
+        )
+        code, out, err_start = want
+        assert (done.returncode, done.stdout) == (code, out), done.stderr
+        assert done.stderr.startswith(err_start), done.stderr
 
 
 # --------------------------------------------------------------------------------------------

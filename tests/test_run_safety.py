@@ -731,7 +731,7 @@ def _disk_full_for(monkeypatch, name: str):
         f = real_open(path, mode, *args, **kwargs)
         return Full(f) if Path(path).name.startswith(f".{name}.tmp-") else f
 
-    monkeypatch.setattr(train_module, "open", fake_open, raising=False)
+    monkeypatch.setattr(train_module.checkpoint, "open", fake_open, raising=False)
 
 
 @pytest.mark.parametrize("name", ["checkpoint.pt", "metrics.json", "history.csv", "loss.png"])

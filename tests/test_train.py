@@ -567,7 +567,7 @@ def test_train_model_hands_the_model_back_on_the_device_it_came_on(task, monkeyp
     # No GPU here: the stand-in trainer "moves" the model to CUDA as the real one does on a GPU
     # machine, and model.to records the moves. The chapter's CPU tensors must work with the
     # model afterwards, also when training stops with an error.
-    import attnbook.train as train_module
+    import attnbook.train.trainer as trainer_module  # where train_model finds Trainer
 
     class TrainsOnCuda:
         fail = False
@@ -580,7 +580,7 @@ def test_train_model_hands_the_model_back_on_the_device_it_came_on(task, monkeyp
                 raise FloatingPointError("the loss became NaN")
             return [{"step": 1}]
 
-    monkeypatch.setattr(train_module, "Trainer", TrainsOnCuda)
+    monkeypatch.setattr(trainer_module, "Trainer", TrainsOnCuda)
     for fail in (False, True):
         TrainsOnCuda.fail = fail
         model, moves = transformer(task), []

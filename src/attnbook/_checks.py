@@ -11,6 +11,8 @@ from collections.abc import Sequence
 
 import torch
 
+__all__ = ["check_tensor", "check_positive_int", "check_probability", "check_same_size"]
+
 
 def check_tensor(
     name: str,

@@ -26,10 +26,11 @@ import signal
 import sys
 import tempfile
 import threading
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 
 import torch
 
+from . import __version__
 from .data import (
     BOS,
     EOS,
@@ -59,7 +60,34 @@ from .train import (
 )
 from .utils import DEVICES, get_device, seed_everything
 
-__all__ = ["main", "build_parser", "build_model", "MODELS", "TRAIN_DEFAULTS"]
+__all__ = [
+    "main",
+    "build_parser",
+    "program_name",
+    "build_model",
+    "MODELS",
+    "TRAIN_DEFAULTS",
+    "TASK_NAMES",
+    "SEQUENCE_TASKS",
+    "MODEL_DEFAULTS",
+    "APPLIES_TO",
+    "FIXED_ON_RESUME",
+    "PER_INVOCATION",
+    "RUN_FILES",
+    "EXIT_OK",
+    "EXIT_ERROR",
+    "EXIT_USAGE",
+    "EXIT_DIVERGED",
+    "EXIT_INTERRUPTED",
+    "EXIT_TERMINATED",
+    "EXIT_CODES_HELP",
+    "TRAIN_EXAMPLES",
+    "EVALUATE_EXAMPLES",
+    "TRANSLATE_EXAMPLES",
+    "cmd_train",
+    "cmd_evaluate",
+    "cmd_translate",
+]
 
 MODELS = ("rnn", "rnn-attention", "transformer")
 TASK_NAMES = (*TASKS, "tsv")
@@ -271,11 +299,11 @@ def _default(name: str) -> str:
 TRAIN_EXAMPLES = (
     """\
 examples:
-  python -m attnbook train --task dates --model transformer --max-seconds 60 --out runs/dates
-  python -m attnbook train --task reverse --model rnn-attention --steps 3000 --hidden 256
-  python -m attnbook train --task tsv --data fra.tsv --model transformer --epochs 10 \\
+  %(prog)s --task dates --model transformer --max-seconds 60 --out runs/dates
+  %(prog)s --task reverse --model rnn-attention --steps 3000 --hidden 256
+  %(prog)s --task tsv --data fra.tsv --model transformer --epochs 10 \\
       --d-model 256 --layers 3 --device cuda
-  python -m attnbook train --resume runs/dates/checkpoint.pt --steps 4000
+  %(prog)s --resume runs/dates/checkpoint.pt --steps 4000
   torchrun --nproc_per_node=2 -m attnbook train --task dates --batch-size 256
 
 --steps is the total number of updates, those before a --resume included. On --resume the
@@ -292,8 +320,8 @@ exactly from it.
 EVALUATE_EXAMPLES = (
     """\
 examples:
-  python -m attnbook evaluate --checkpoint runs/reverse/checkpoint.pt --lengths 5,10,20,40
-  python -m attnbook evaluate --checkpoint runs/dates/checkpoint.pt --beam 4
+  %(prog)s --checkpoint runs/reverse/checkpoint.pt --lengths 5,10,20,40
+  %(prog)s --checkpoint runs/dates/checkpoint.pt --beam 4
 
 copy/reverse/sort: --n-per-length fresh inputs of exactly each length (none seen in training;
 lengths beyond the training range show how the model extrapolates). dates/tsv: the test split,
@@ -307,8 +335,8 @@ most L tokens long. The table is also written to evaluation.json beside the chec
 TRANSLATE_EXAMPLES = (
     """\
 examples:
-  python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "Wednesday 9 May 2018"
-  python -m attnbook translate --checkpoint runs/dates/checkpoint.pt "9.5.2018" \\
+  %(prog)s --checkpoint runs/dates/checkpoint.pt "Wednesday 9 May 2018"
+  %(prog)s --checkpoint runs/dates/checkpoint.pt "9.5.2018" \\
       --attention-png attention.png --beam 4
 
 """
@@ -316,15 +344,32 @@ examples:
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The parser of ``python -m attnbook``: subcommands train, evaluate, translate."""
+def program_name(argv0: str | None = None) -> str:
+    """The name the command line was run by, for its usage, help and messages: ``attnbook``
+    when ``argv0`` (default ``sys.argv[0]``) is the console script that installing the package
+    makes (``attnbook``, ``attnbook.exe``), else ``python -m attnbook``."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    stem = PureWindowsPath(argv0).stem  # splits at "/" and at "\\"
+    return "attnbook" if stem == "attnbook" else "python -m attnbook"
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    """The parser of ``python -m attnbook``: subcommands train, evaluate, translate, and
+    ``--version``. ``prog``: the program name it shows (default :func:`program_name`)."""
+    prog = program_name() if prog is None else prog
     parser = _Parser(
-        prog="python -m attnbook",
+        prog=prog,
         description="Train, evaluate and run the seq2seq models of the book "
         "'Attention, from the ground up'.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="run 'python -m attnbook COMMAND --help' for a command's options "
+        epilog=f"run '{prog} COMMAND --help' for a command's options "
         "and examples\n\n" + EXIT_CODES_HELP,
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"attnbook {__version__}",
+        help="print the package's version and exit",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     fmt = argparse.RawDescriptionHelpFormatter
@@ -1478,11 +1523,13 @@ def _sigterm_raises():
         signal.signal(signal.SIGTERM, previous)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit status (:data:`EXIT_CODES_HELP`)."""
-    parser = build_parser()
+def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
+    """Run the command line; returns the exit status (:data:`EXIT_CODES_HELP`). ``argv``:
+    the arguments (default ``sys.argv[1:]``); ``prog``: the program name of the usage and
+    messages (default :func:`program_name`)."""
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
-    name = f"python -m attnbook {args.command}"
+    name = f"{parser.prog} {args.command}"
     try:
         with _sigterm_raises():
             return args.func(args)

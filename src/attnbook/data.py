@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import codecs
 import datetime
+import functools
 import hashlib
 import random
 import re
@@ -887,6 +888,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.epoch = check_positive_int("epoch", epoch, minimum=0)
 
     def __iter__(self) -> Iterator[list[int]]:
+        # a generator: nothing runs (and the epoch does not advance) until the first batch is
+        # drawn. A DataLoader with workers calls iter() twice and draws from the second only.
         rng = random.Random(self.seed * 1_000_003 + self.epoch)
         self.epoch += 1
         order = list(range(len(self.lengths)))
@@ -903,7 +906,7 @@ class BucketBatchSampler(Sampler[list[int]]):
             batches = [b for b in batches if len(b) == self.batch_size]
         if self.shuffle:
             rng.shuffle(batches)
-        return iter(batches)
+        yield from batches
 
     def __len__(self) -> int:
         n = len(self.lengths)
@@ -926,12 +929,18 @@ def make_loader(
     drop_last: bool = False,
     src_eos: bool = False,
     num_workers: int = 0,
+    multiprocessing_context: str | None = None,
 ) -> DataLoader:
     """A ``DataLoader`` of padded :class:`Batch` es from pairs (or a :class:`Seq2SeqDataset`).
 
     ``bucket=True`` batches sequences of similar length together (:class:`BucketBatchSampler`);
     otherwise batches are drawn as a plain shuffled (or ordered) ``DataLoader`` would. Either
     way the order is deterministic from ``seed``.
+
+    With ``num_workers > 0`` the batches are padded in worker processes. Everything the
+    workers receive pickles (the collate function is :func:`collate` itself, with its
+    ``pad_id`` bound), so this works under the ``"spawn"`` start method too (the default on
+    macOS and Windows; ``multiprocessing_context="spawn"`` asks for it elsewhere).
     """
     if isinstance(data, Seq2SeqDataset):
         dataset = data
@@ -940,24 +949,24 @@ def make_loader(
             raise ValueError("src_vocab and tgt_vocab are needed to encode a list of pairs")
         dataset = Seq2SeqDataset(data, src_vocab, tgt_vocab, src_eos=src_eos)
     check_positive_int("batch_size", batch_size)
-
-    def collate_fn(items):
-        return collate(items, PAD)
-
+    check_positive_int("num_workers", num_workers, minimum=0)
+    # a module-level function with its argument bound: it pickles, a closure would not
+    workers = {
+        "collate_fn": functools.partial(collate, pad_id=PAD),
+        "num_workers": num_workers,
+        "multiprocessing_context": multiprocessing_context if num_workers else None,
+    }
     if bucket:
         sampler = BucketBatchSampler(
             dataset.lengths, batch_size, shuffle=shuffle, seed=seed, drop_last=drop_last
         )
-        return DataLoader(
-            dataset, batch_sampler=sampler, collate_fn=collate_fn, num_workers=num_workers
-        )
+        return DataLoader(dataset, batch_sampler=sampler, **workers)
     generator = torch.Generator().manual_seed(seed)
     return DataLoader(
         dataset,
         batch_size=batch_size,
         shuffle=shuffle,
         drop_last=drop_last,
-        collate_fn=collate_fn,
         generator=generator,
-        num_workers=num_workers,
+        **workers,
     )

@@ -61,6 +61,7 @@ __all__ = [
     "AttentionDecoder",
     "Seq2Seq",
     "gradient_by_distance",
+    "State",
 ]
 
 CELLS = ("gru", "lstm", "rnn")

@@ -27,6 +27,9 @@ __all__ = [
     "Source",
     "recorded_result",
     "RECORDED",
+    "DEVICES",
+    "GLUE_PREFIX",
+    "PRINT_WIDTH",
 ]
 
 DEVICES = ("auto", "cpu", "cuda", "mps")

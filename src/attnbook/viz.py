@@ -7,7 +7,6 @@ prose, typeset by MathJax) or as HTML tables (for widgets, which MathJax does no
 
 from __future__ import annotations
 
-import base64
 import html
 import io
 from collections.abc import Iterable, Sequence
@@ -23,9 +22,14 @@ __all__ = [
     "matrix_to_latex",
     "matrix_to_html",
     "figure_to_png",
-    "png_to_html",
     "bottleneck_figure",
     "token_weights_html",
+    "Cells",
+    "attention_grid",
+    "attention_types_figure",
+    "positional_encoding_figure",
+    "BOTTLENECK_MODELS",
+    "BOTTLENECK_METRICS",
 ]
 
 Cells = Iterable[tuple[int, int]]
@@ -246,12 +250,6 @@ def figure_to_png(fig, dpi: int = 80, close: bool = True) -> bytes:
     if close:
         plt.close(fig)
     return buf.getvalue()
-
-
-def png_to_html(png: bytes, alt: str = "") -> str:
-    """PNG bytes as an inline ``<img>`` tag."""
-    data = base64.b64encode(png).decode("ascii")
-    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}"/>'
 
 
 def attention_grid(

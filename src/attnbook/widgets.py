@@ -38,6 +38,8 @@ __all__ = [
     "worked_stages",
     "worked_stage_explorer",
     "WorkedExampleEditor",
+    "STACK",
+    "STAGES",
 ]
 
 

@@ -33,6 +33,8 @@ __all__ = [
     "LN_EXAMPLE_BETA",
     "LayerNormExample",
     "layer_norm_example",
+    "DTYPE",
+    "default_w_o",
 ]
 
 DTYPE = torch.float64

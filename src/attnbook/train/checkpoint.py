@@ -1,0 +1,283 @@
+"""Checkpoints: written atomically, read safely, and what a trainer saves and restores.
+
+A checkpoint holds the model, optimiser, scheduler, grad scaler, every random-number
+generator, the position in the batch order, the step, the config and the vocabularies
+(:meth:`CheckpointMixin.state_dict`). :func:`atomic_write` writes a temporary file and
+then ``os.replace``-s it, so a crash while saving leaves the previous checkpoint whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import math
+import os
+import pickle
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ..data import Vocab
+from .runtime import _rng_state, _set_rng_state
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CheckpointError",
+    "NonFiniteLossError",
+    "atomic_write",
+    "atomic_save",
+    "remove_stale_temp_files",
+    "load_checkpoint",
+    "CheckpointMixin",
+]
+
+
+CHECKPOINT_FORMAT = "attnbook-checkpoint-1"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be read, or that does not fit the model or data at hand."""
+
+
+class NonFiniteLossError(FloatingPointError):
+    """Training diverged: the training loss (``what="training loss"``, found before the update
+    of ``step`` is applied), the validation loss or the weights became NaN or infinite.
+    Nothing is saved from such a model: ``checkpoint`` is the last good one (None if none),
+    written at step ``saved_step``."""
+
+    def __init__(
+        self,
+        step: int,
+        loss: float,
+        checkpoint: Path | None = None,
+        *,
+        what: str = "training loss",
+        saved_step: int | None = None,
+    ):
+        self.step, self.loss, self.checkpoint = step, loss, checkpoint
+        self.what, self.saved_step = what, saved_step
+        at = f" (step {saved_step})" if saved_step is not None else ""
+        kept = (
+            f"the last good checkpoint, {checkpoint}{at}, is kept untouched"
+            if checkpoint
+            else "no checkpoint was written"
+        )
+        when = "before that update" if what == "training loss" else "without saving that model"
+        super().__init__(
+            f"the {what} became {loss} at step {step}; training stopped {when} "
+            f"({kept}). Try a lower learning rate or lr scale, a longer warm-up, "
+            "gradient clipping, or --no-amp"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# checkpoints on disk
+# --------------------------------------------------------------------------------------------
+
+_TEMP_MARK = ".tmp-"
+
+
+def atomic_write(path: str | Path, write) -> Path:
+    """Write ``path`` atomically: ``write(f)`` fills a temporary file ``.NAME.tmp-PID`` (binary,
+    in the same folder), which is flushed to disk and then ``os.replace``-d over ``path``. A
+    failure part-way (an error, a full disk, Ctrl-C) leaves the old ``path`` untouched and
+    removes the temporary file; a process killed outright leaves it behind for
+    :func:`remove_stale_temp_files`. An ``OSError`` names the file (and says "no space left
+    on device" for a full disk)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}{_TEMP_MARK}{os.getpid()}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException as e:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(e, OSError):
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                why = "no space left on device"
+            else:
+                why = e.strerror or str(e)
+            error = OSError(
+                f"could not write {path}: {why} (the previous {path.name}, if any, is untouched)"
+            )
+            error.errno = e.errno
+            raise error from e
+        raise
+    return path
+
+
+def atomic_save(obj, path: str | Path) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically (see :func:`atomic_write`)."""
+    return atomic_write(path, lambda f: torch.save(obj, f))
+
+
+def remove_stale_temp_files(folder: str | Path) -> list[Path]:
+    """Remove the temporary files (``.NAME.tmp-PID``) that :func:`atomic_write` left in
+    ``folder`` when its process was killed (SIGKILL, a power cut): those whose process is
+    no longer running. Returns what was removed."""
+    removed = []
+    folder = Path(folder)
+    if not folder.is_dir():
+        return removed
+    for tmp in folder.glob(f".*{_TEMP_MARK}*"):
+        pid = tmp.name.rpartition(_TEMP_MARK)[2]
+        if not pid.isdigit() or (int(pid) != os.getpid() and _process_exists(int(pid))):
+            continue
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed.append(tmp)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it exists, as another user's process
+        return True
+    return True
+
+
+def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
+    """Read a checkpoint written by :class:`Trainer`; :class:`CheckpointError` (one clear
+    sentence) when the file is missing, unreadable or not an attnbook checkpoint.
+
+    Loaded with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain
+    Python values only, so loading one never runs code from the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist (or is not a file)")
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # a truncated zip, random bytes, a pickle with code...
+        if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e).lower():
+            why = "not a PyTorch checkpoint, or one holding more than tensors and plain values"
+        else:
+            why = str(e).strip().splitlines()[0][:150] if str(e).strip() else type(e).__name__
+        raise CheckpointError(
+            f"checkpoint {path} is corrupt or not a checkpoint: torch.load "
+            f"could not read it ({why})"
+        ) from e
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(
+            f"{path} is not an attnbook training checkpoint (it has no "
+            f"format={CHECKPOINT_FORMAT!r} entry)"
+        )
+    return ckpt
+
+
+# --------------------------------------------------------------------------------------------
+# a trainer's checkpoints
+# --------------------------------------------------------------------------------------------
+
+
+class CheckpointMixin:
+    """The checkpoint half of :class:`attnbook.train.Trainer`: what it saves, when it may
+    save (only a healthy model) and how it resumes."""
+
+    def _last_saved(self) -> Path | None:
+        p = self.checkpoint_path
+        return p if p is not None and p.exists() else None
+
+    def _save_if_healthy(self, val_loss: float | None) -> None:
+        """Save the checkpoint of ``out_dir`` only from a healthy model: finite weights and a
+        finite validation loss (None: not evaluated). Otherwise raise
+        :class:`NonFiniteLossError` and keep the last good checkpoint as it is."""
+        if self.checkpoint_path is None:
+            return
+        bad_weights = not all(torch.isfinite(p).all() for p in self.model.parameters())
+        bad_loss = val_loss is not None and not math.isfinite(val_loss)
+        (bad,) = self._all_reduce(
+            [float(bad_weights) + 2.0 * float(bad_loss)],
+            op=dist.ReduceOp.MAX if self.world_size > 1 else None,
+        )
+        if bad:
+            what, value = (
+                ("validation loss", val_loss)
+                if bad_loss or bad >= 2
+                else ("model's weights", "non-finite (NaN or inf)")
+            )
+            raise NonFiniteLossError(
+                self.step, value, self._last_saved(), what=what, saved_step=self.saved_step
+            )
+        self.save_checkpoint()
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def state_dict(self) -> dict:
+        """Everything a checkpoint holds (see the module docstring)."""
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "step": self.step,
+            "elapsed": self.elapsed,
+            "model": self.model.state_dict(),
+            "model_class": type(self.model).__name__,
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.scheduler.state_dict(),
+            "scaler": self.scaler.state_dict(),
+            "order": self.order.state_dict(),
+            "rng": _rng_state(),
+            "config": self.config.to_dict(),
+            "vocab": {"src": self.src_vocab.to_dict(), "tgt": self.tgt_vocab.to_dict()},
+            "history": self.history,
+            "meta": self.meta,
+            "world_size": self.world_size,
+        }
+
+    def save_checkpoint(self, path: str | Path | None = None) -> Path | None:
+        """Write :meth:`state_dict` atomically to ``path`` (default ``out_dir/checkpoint.pt``).
+
+        Only rank 0 writes; returns the path, or None when nothing was written.
+        """
+        path = self.checkpoint_path if path is None else Path(path)
+        if path is None or not self.is_main:
+            return None
+        atomic_save(self.state_dict(), path)
+        if path == self.checkpoint_path:
+            self.saved_step = self.step
+        return path
+
+    def load_checkpoint(self, checkpoint: str | Path | dict) -> dict:
+        """Restore a checkpoint (a path or a loaded dict) into this trainer, to resume.
+
+        The model must have the same parameters, the data the same size and the vocabularies
+        must be equal; otherwise :class:`CheckpointError` says what differs. Returns the dict.
+        """
+        ckpt = checkpoint if isinstance(checkpoint, dict) else load_checkpoint(checkpoint)
+        if ckpt.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointError("not an attnbook training checkpoint")
+        if ckpt.get("model_class") != type(self.model).__name__:
+            raise CheckpointError(
+                f"the checkpoint holds a {ckpt.get('model_class')}, not a "
+                f"{type(self.model).__name__}"
+            )
+        vocab = ckpt.get("vocab") or {}
+        if vocab and (
+            Vocab.from_dict(vocab["src"]) != self.src_vocab
+            or Vocab.from_dict(vocab["tgt"]) != self.tgt_vocab
+        ):
+            raise CheckpointError("the checkpoint's vocabularies differ from this run's")
+        try:
+            self.model.load_state_dict(ckpt["model"])
+        except RuntimeError as e:
+            lines = str(e).strip().splitlines()
+            raise CheckpointError(
+                "the checkpoint's model does not fit this model (different "
+                f"sizes or layers): {' '.join(lines[1:3])[:200]}"
+            ) from e
+        self.optimizer.load_state_dict(ckpt["optimizer"])
+        self.scheduler.load_state_dict(ckpt["scheduler"])
+        self.scaler.load_state_dict(ckpt["scaler"])
+        self.order.load_state_dict(ckpt["order"])
+        _set_rng_state(ckpt["rng"])
+        self.step, self.elapsed = int(ckpt["step"]), float(ckpt["elapsed"])
+        self.history = list(ckpt.get("history", []))
+        self.saved_step = self.step
+        return ckpt

@@ -1,0 +1,90 @@
+"""The loss and the accuracies of a sequence-to-sequence model under teacher forcing.
+
+Shapes: ``B`` batch, ``T`` target length, ``V`` target vocabulary size.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .._checks import check_positive_int, check_probability, check_tensor
+
+__all__ = ["label_smoothed_loss", "token_accuracy", "exact_match"]
+
+
+# --------------------------------------------------------------------------------------------
+# loss and accuracy
+# --------------------------------------------------------------------------------------------
+
+
+def _check_logits_targets(logits, targets) -> None:
+    check_tensor("logits", logits, ndim=3, floating=True, shape_hint="(B, T, V)")
+    check_tensor("targets", targets, ndim=2, integer=True, shape_hint="(B, T)")
+    if logits.shape[:2] != targets.shape:
+        raise ValueError(
+            f"logits (B, T, V) and targets (B, T) must agree in B and T, got "
+            f"logits {tuple(logits.shape)} and targets {tuple(targets.shape)}"
+        )
+
+
+def label_smoothed_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    pad_id: int = 0,
+    smoothing: float = 0.0,
+    reduction: str = "mean",
+) -> torch.Tensor:
+    """Cross-entropy against the smoothed distribution ``q = (1 - eps) one_hot(y) + eps / V``.
+
+    ``logits (B, T, V)``, ``targets (B, T)``; positions where ``targets == pad_id`` count for
+    nothing. Per token the loss is
+
+        -sum_v q_v log p_v  =  (1 - eps) * (-log p_y)  +  eps * mean_v(-log p_v)
+
+    (the convention of ``F.cross_entropy(..., label_smoothing=eps)``: the ``eps`` mass is
+    spread over all ``V`` classes). ``reduction="mean"`` averages over the real tokens,
+    ``"sum"`` adds them up. Computed in float32 whatever the logits' dtype.
+    """
+    _check_logits_targets(logits, targets)
+    check_positive_int("pad_id", pad_id, minimum=0)
+    eps = check_probability("smoothing", smoothing)
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    log_p = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
+    real = targets != pad_id  # (B, T)
+    nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T): -log p_y
+    loss = (1.0 - eps) * nll + eps * (-log_p.mean(dim=-1)) if eps else nll
+    total = loss.masked_fill(~real, 0.0).sum()
+    if reduction == "sum":
+        return total
+    return total / real.sum().clamp(min=1)
+
+
+def token_accuracy(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> float:
+    """Fraction of real (non-pad) target positions where the argmax of ``logits`` is right
+    (teacher forcing: every position sees the true prefix)."""
+    _check_logits_targets(logits, targets)
+    real = targets != pad_id
+    right = (logits.argmax(dim=-1) == targets) & real
+    return right.sum().item() / max(real.sum().item(), 1)
+
+
+def exact_match(predictions: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
+    """``(B,)`` bool: True where the prediction equals the target up to and including EOS.
+
+    ``predictions (B, L)`` are decoded ids after BOS (as :func:`attnbook.decode.greedy_decode`
+    gives them: padded with ``pad_id`` after EOS); ``targets (B, T)`` is ``tgt_out`` (target +
+    EOS, padded). Widths may differ: the shorter is padded.
+    """
+    check_tensor("predictions", predictions, ndim=2, integer=True, shape_hint="(B, L)")
+    check_tensor("targets", targets, ndim=2, integer=True, shape_hint="(B, T)")
+    if predictions.shape[0] != targets.shape[0]:
+        raise ValueError(
+            f"predictions and targets must have the same batch size, got "
+            f"{tuple(predictions.shape)} and {tuple(targets.shape)}"
+        )
+    width = max(predictions.shape[1], targets.shape[1])
+    p = F.pad(predictions, (0, width - predictions.shape[1]), value=pad_id)  # (B, W)
+    t = F.pad(targets, (0, width - targets.shape[1]), value=pad_id)  # (B, W)
+    return (p == t).all(dim=1)
