@@ -238,9 +238,26 @@ SRC = torch.randint(3, 9, (2, 4))
             "src holds token id",
         ),
         (
-            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20),
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20, use_cache=False),
             ValueError,
             "tgt has length 17 .* max_len=16",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20),
+            ValueError,
+            "tokens has length 17, but the model was built with max_len=16: the positional "
+            "encoding and the key/value cache hold at most max_len positions",
+        ),
+        (
+            lambda: beam_search(M, SRC, bos_id=1, eos_id=2, max_len=5, use_cache=1),
+            TypeError,
+            r"use_cache must be a bool \(True: key/value cache, False: re-run the whole prefix "
+            r"each step\), got int 1",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=5, use_cache="yes"),
+            TypeError,
+            "use_cache must be a bool .* got str 'yes'",
         ),
     ],
 )
