@@ -185,6 +185,92 @@ def test_model_mode_restored_no_gradients_and_encoder_runs_once():
     )
 
 
+# ------------------------------------------------------------------------------ key/value cache
+
+
+def padded_sources(seed, b=5, s=7, vocab=9):
+    """A batch of sources of different lengths (3 to s tokens), right-padded."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(3, vocab, (b, s), generator=g)
+    lengths = torch.randint(3, s + 1, (b,), generator=g)
+    lengths[0] = s
+    src[torch.arange(s)[None, :] >= lengths[:, None]] = PAD
+    return src
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("share_embeddings", [False, True])
+def test_the_cache_gives_the_same_ids_and_attention_as_the_full_prefix(
+    norm_first, share_embeddings
+):
+    for seed in range(3):
+        torch.manual_seed(seed)
+        model = Transformer(
+            9,
+            9,
+            d_model=16,
+            n_heads=2,
+            n_layers=2,
+            d_ff=32,
+            max_len=16,
+            norm_first=norm_first,
+            share_embeddings=share_embeddings,
+        ).eval()
+        src = padded_sources(seed)
+        for decode, extra in ((greedy_decode, {}), (beam_search, {"beam_size": 3})):
+            cached, att_c = decode(
+                model, src, bos_id=BOS, eos_id=EOS, max_len=12, return_attention=True, **extra
+            )
+            full, att_f = decode(
+                model,
+                src,
+                bos_id=BOS,
+                eos_id=EOS,
+                max_len=12,
+                return_attention=True,
+                use_cache=False,
+                **extra,
+            )
+            assert torch.equal(cached, full), (seed, decode.__name__)
+            assert att_c.keys() == att_f.keys() == {"cross", "decoder_self"}
+            for name in att_f:
+                assert att_c[name].shape == att_f[name].shape
+                torch.testing.assert_close(att_c[name], att_f[name], rtol=1e-5, atol=1e-6)
+            # the default is the cache
+            assert torch.equal(
+                decode(model, src, bos_id=BOS, eos_id=EOS, max_len=12, **extra), cached
+            )
+
+
+def test_the_cache_runs_one_position_per_step():
+    model = random_transformer(0)
+    src = padded_sources(0)
+    lengths = []
+    model.decoder.layers[0].feed_forward.register_forward_hook(
+        lambda module, args, out: lengths.append(args[0].shape[1])
+    )
+    greedy_decode(model, src, bos_id=BOS, eos_id=9, max_len=6)  # eos 9: never produced
+    assert lengths == [1] * 6
+    lengths.clear()
+    greedy_decode(model, src, bos_id=BOS, eos_id=9, max_len=6, use_cache=False)
+    assert lengths == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("use_cache", [True, False])
+def test_models_without_a_cache_decode_the_same_with_either_flag(use_cache):
+    from attnbook.rnn import Seq2Seq
+
+    torch.manual_seed(0)
+    rnn = Seq2Seq(9, 9, emb_dim=8, hidden_dim=16, attention="additive").eval()
+    src = padded_sources(1)
+    for decode in (greedy_decode, beam_search):
+        ids = decode(rnn, src, bos_id=BOS, eos_id=EOS, max_len=8, use_cache=use_cache)
+        assert torch.equal(ids, decode(rnn, src, bos_id=BOS, eos_id=EOS, max_len=8))
+        toy = ToyModel(seed=2)  # init_decoder(src) without use_cache
+        ids = decode(toy, src % 5, bos_id=BOS, eos_id=EOS, max_len=5, use_cache=use_cache)
+        assert torch.equal(ids, decode(toy, src % 5, bos_id=BOS, eos_id=EOS, max_len=5))
+
+
 M = random_transformer(0)
 SRC = torch.randint(3, 9, (2, 4))
 
@@ -238,9 +324,26 @@ SRC = torch.randint(3, 9, (2, 4))
             "src holds token id",
         ),
         (
-            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20),
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20, use_cache=False),
             ValueError,
             "tgt has length 17 .* max_len=16",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20),
+            ValueError,
+            "tokens has length 17, but the model was built with max_len=16: the positional "
+            "encoding and the key/value cache hold at most max_len positions",
+        ),
+        (
+            lambda: beam_search(M, SRC, bos_id=1, eos_id=2, max_len=5, use_cache=1),
+            TypeError,
+            r"use_cache must be a bool \(True: key/value cache, False: re-run the whole prefix "
+            r"each step\), got int 1",
+        ),
+        (
+            lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=5, use_cache="yes"),
+            TypeError,
+            "use_cache must be a bool .* got str 'yes'",
         ),
     ],
 )

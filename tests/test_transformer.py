@@ -434,3 +434,102 @@ def test_odd_d_model_works_with_learned_positions():
 def test_to_torch_transformer_rejects_other_models():
     with pytest.raises(TypeError, match="attnbook Transformer"):
         to_torch_transformer(nn.Linear(2, 2))
+
+
+# ------------------------------------------------------------------------------ key/value cache
+
+
+def step_by_step(model, src, tokens, use_cache):
+    """decode_step on every prefix of ``tokens``, the state passed on: logits and attention."""
+    state = model.init_decoder(src, use_cache=use_cache)
+    out = []
+    for t in range(1, tokens.shape[1] + 1):
+        logits, state, att = model.decode_step(tokens[:, :t], state)
+        out.append((logits, att))
+    return out, state
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("positional", ["sinusoidal", "learned", None])
+def test_cached_decode_step_equals_the_full_prefix_at_every_step(norm_first, positional):
+    model = tiny(norm_first=norm_first, positional=positional)
+    src, tgt = batch(b=4, t=9)
+    tgt[1, 4] = PAD  # a padding token inside a prefix: masked as a key either way
+    full, same_state = step_by_step(model, src, tgt, use_cache=False)
+    cached, state = step_by_step(model, src, tgt, use_cache=True)
+    for (logits_f, att_f), (logits_c, att_c) in zip(full, cached, strict=True):
+        torch.testing.assert_close(logits_c, logits_f, rtol=1e-5, atol=1e-5)
+        assert att_c.keys() == att_f.keys() == {"decoder_self", "cross"}
+        for name in att_f:
+            assert att_c[name].shape == att_f[name].shape
+            torch.testing.assert_close(att_c[name], att_f[name], rtol=1e-5, atol=1e-6)
+    assert set(same_state) == {"memory", "memory_mask"}  # no cache without use_cache
+    assert state["self_mask"].shape == (4, 9)  # 9 positions cached
+    assert state["self_mask"].tolist() == (tgt != PAD).tolist()
+    assert len(state["self_k"]) == len(state["cross_v"]) == 2  # per layer
+    assert state["self_k"][0].shape[:2] == (4, 4) and state["self_k"][0].shape[2] >= 9
+    assert state["self_k"][0].shape[3] == 4  # d_k = 16 / 4
+    assert state["cross_k"][1].shape == (4, 4, 7, 4)  # (B, H, S, d_k)
+
+
+def test_cached_state_feeds_several_new_tokens_at_once_and_holds_the_full_path_keys():
+    model = tiny()
+    src, tgt = batch(t=6)
+    state = model.init_decoder(src, use_cache=True)
+    logits, state, att = model.decode_step(tgt[:, :4], state)  # four positions at once
+    logits, state, att = model.decode_step(tgt, state)  # then the last two
+    torch.testing.assert_close(logits, model(src, tgt)[:, -1], rtol=1e-5, atol=1e-5)
+    # the cache holds what the full pass computes: layer 0's keys of the embedded target
+    x = model.tgt_pos(model.tgt_embed(tgt) * math.sqrt(model.d_model))
+    layer = model.decoder.layers[0]
+    h = layer.residual_self.norm(x) if layer.residual_self.norm_first else x
+    keys = layer.self_attn.w_k(h).view(3, 6, 4, 4).transpose(1, 2)  # (B, H, T, d_k)
+    torch.testing.assert_close(state["self_k"][0][:, :, :6], keys)
+
+
+def test_reorder_state_moves_and_copies_the_cache():
+    model = tiny()
+    src, tgt = batch(b=3, t=5)
+    state = model.init_decoder(src, use_cache=True)
+    _, state, _ = model.decode_step(tgt[:, :3], state)
+    index = torch.tensor([2, 2, 0, 1])
+    moved = model.reorder_state(state, index)
+    for name in ("self_k", "self_v", "cross_k", "cross_v"):
+        for mine, theirs in zip(moved[name], state[name], strict=True):
+            assert torch.equal(mine, theirs[index])
+    assert torch.equal(moved["self_mask"], state["self_mask"][index])
+    assert torch.equal(moved["memory"], state["memory"][index])
+    # the moved cache decodes the moved rows as a fresh full pass would
+    logits, _, _ = model.decode_step(tgt[index, :4], moved)
+    expected = model(src[index], tgt[index, :4])[:, -1]
+    torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)
+    before = [k.clone() for k in state["self_k"]]
+    moved["self_k"][0].zero_()  # a copy: the original cache is untouched
+    assert all(torch.equal(k, b) for k, b in zip(state["self_k"], before, strict=True))
+
+
+def test_cache_errors_name_the_argument():
+    model = tiny(max_len=6)
+    src, tgt = batch(s=6, t=7)
+    with pytest.raises(TypeError, match=r"use_cache must be a bool .*got int 1"):
+        model.init_decoder(src, use_cache=1)
+    state = model.init_decoder(src, use_cache=True)
+    with pytest.raises(
+        ValueError,
+        match=r"tokens has length 7, but the model was built with "
+        r"max_len=6: the positional encoding and the key/value cache hold at most",
+    ):
+        model.decode_step(tgt, state)
+    _, state, _ = model.decode_step(tgt[:, :3], state)
+    with pytest.raises(
+        ValueError,
+        match=r"tokens must be \(B=3, t > 3\): the state caches 3 "
+        r"positions.*got shape \(3, 3\)",
+    ):
+        model.decode_step(tgt[:, :3], state)  # nothing new
+    with pytest.raises(ValueError, match=r"tokens must be \(B=3, t > 3\).*got shape \(2, 5\)"):
+        model.decode_step(tgt[:2, :5], state)
+    with pytest.raises(ValueError, match=r"tokens holds token id 13, outside the vocabulary"):
+        model.decode_step(torch.cat([tgt[:, :3], torch.full((3, 1), 13)], dim=1), state)
+    with pytest.raises(TypeError, match="tokens must be an integer tensor"):
+        model.decode_step(tgt[:, :4].float(), state)

@@ -456,7 +456,8 @@ class MultiHeadAttention(nn.Module):
         """``Q W^Q, K W^K, V W^V``. When the inputs are the same tensor (self-attention: all
         three; cross-attention: key and value) the weights are stacked and applied in one
         matrix product, as ``torch.nn.MultiheadAttention`` does with its ``in_proj_weight``:
-        same parameters and result, fewer kernel calls (it matters for small models)."""
+        same parameters and result, fewer kernel calls (it matters for small models).
+        ``query=None`` projects only the keys and values (and returns None for ``Q W^Q``)."""
         layers = (self.w_q, self.w_k, self.w_v)
         if query is key and key is value:
             groups = [(query, layers)]
@@ -464,7 +465,8 @@ class MultiHeadAttention(nn.Module):
             groups = [(query, layers[:1]), (key, layers[1:])]
         else:
             groups = [(query, layers[:1]), (key, layers[1:2]), (value, layers[2:])]
-        out = []
+        out = [] if query is not None else [None]
+        groups = groups if query is not None else groups[1:]
         for x, group in groups:
             if len(group) == 1:
                 out.append(group[0](x))
@@ -525,6 +527,33 @@ class MultiHeadAttention(nn.Module):
             weights = None
         z = z.transpose(1, 2).reshape(b, l_q, self.d_model)  # concat heads: (B, L_q, H * d_k)
         return self.w_o(z), weights
+
+    def heads(
+        self, query: torch.Tensor | None, key: torch.Tensor, value: torch.Tensor
+    ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor]:
+        """``Q W^Q, K W^K, V W^V`` split into heads, each ``(B, H, L, d_k)`` (what a key/value
+        cache stores); ``query=None`` gives only the keys and values. No argument checks: the
+        incremental decoding of :meth:`attnbook.transformer.Transformer.decode_step` calls it
+        with tensors it has checked."""
+        q, k, v = self._project(query, key, value)
+        return (
+            (None if q is None else self._split_heads(q)),
+            self._split_heads(k),
+            self._split_heads(v),
+        )
+
+    def attend(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention of heads already projected (:meth:`heads`): q ``(B, H, L_q, d_k)``, k and
+        v ``(B, H, L_k, d_k)`` (for instance from a key/value cache), ``mask`` broadcastable to
+        ``(B, H, L_q, L_k)`` -> ``(output (B, L_q, d_model), weights (B, H, L_q, L_k))``, the
+        heads concatenated and multiplied by ``W^O`` as in :meth:`forward`."""
+        z, weights = scaled_dot_product_attention(
+            q, k, v, mask, self.dropout if self.training else 0.0
+        )
+        b, _, l_q, _ = q.shape
+        return self.w_o(z.transpose(1, 2).reshape(b, l_q, self.d_model)), weights
 
     def extra_repr(self) -> str:
         return (

@@ -11,6 +11,14 @@ models of this package have it):
 - ``model.reorder_state(state, index (B',)) -> state``: pick batch rows (beam search uses it
   to copy and reorder beams).
 
+``use_cache`` (default True) picks how the model computes a step, not the decoding loop: a model
+whose ``init_decoder`` takes ``use_cache`` (the Transformer) is asked for a key/value cache, so
+that each ``decode_step`` runs only the newest token through the decoder; ``use_cache=False``
+re-runs the whole prefix every step (the plain definition, for teaching and comparison). The
+ids are the same either way. Other models are called as ``init_decoder(src)`` and the flag
+changes nothing for them: the RNN ``Seq2Seq`` already feeds one token a step, its hidden state
+being all it keeps of the prefix.
+
 Greedy decoding takes the most likely token at every step. Beam search (束搜索) keeps the
 ``beam_size`` best prefixes and ranks them by the log-probability divided by GNMT's length
 penalty ``((5 + length) / 6) ^ alpha`` (Wu et al., 2016), so that longer sentences are not
@@ -30,6 +38,8 @@ that is ``"cross": (B, L, n_layers, H, S)`` and ``"decoder_self": (B, L, n_layer
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 
@@ -46,7 +56,7 @@ __all__ = ["greedy_decode", "beam_search", "length_penalty_factor", "sequence_lo
 _INTERFACE = ("pad_id", "init_decoder", "decode_step", "reorder_state")
 
 
-def _check_arguments(model, src, bos_id, eos_id, max_len) -> None:
+def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:
     missing = [name for name in _INTERFACE if not hasattr(model, name)]
     if missing:
         raise TypeError(
@@ -62,6 +72,18 @@ def _check_arguments(model, src, bos_id, eos_id, max_len) -> None:
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         check_positive_int(name, value, minimum=0)
     check_positive_int("max_len", max_len)
+    if not isinstance(use_cache, bool):
+        raise TypeError(
+            f"use_cache must be a bool (True: key/value cache, False: re-run the whole "
+            f"prefix each step), got {type(use_cache).__name__} {use_cache!r}"
+        )
+
+
+def _init_decoder(model, src: torch.Tensor, use_cache: bool):
+    """``model.init_decoder(src)``, asking for a key/value cache when the model has one."""
+    if "use_cache" in inspect.signature(model.init_decoder).parameters:
+        return model.init_decoder(src, use_cache=use_cache)
+    return model.init_decoder(src)
 
 
 class _EvalNoGrad:
@@ -157,6 +179,7 @@ def greedy_decode(
     eos_id: int,
     max_len: int,
     return_attention: bool = False,
+    use_cache: bool = True,
 ):
     """Greedy decoding (贪心解码): at every step take the most likely next token.
 
@@ -164,12 +187,13 @@ def greedy_decode(
     produced ``eos_id`` keeps it and is padded with ``model.pad_id`` afterwards. With
     ``return_attention`` returns ``(ids, attention)``, attention stacked as the module
     docstring describes. The encoder runs once; the model is put in eval mode under
-    ``torch.no_grad()`` and its training mode restored afterwards.
+    ``torch.no_grad()`` and its training mode restored afterwards. ``use_cache=False`` turns
+    the Transformer's key/value cache off (module docstring): the same ids, computed slower.
     """
-    _check_arguments(model, src, bos_id, eos_id, max_len)
+    _check_arguments(model, src, bos_id, eos_id, max_len, use_cache)
     home, src = src.device, src.to(model_device(model))
     with _EvalNoGrad(model):
-        state = model.init_decoder(src)
+        state = _init_decoder(model, src, use_cache)
         b = src.shape[0]
         tokens = torch.full((b, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(b, dtype=torch.bool, device=src.device)
@@ -206,6 +230,7 @@ def beam_search(
     beam_size: int = 4,
     length_penalty: float = 0.6,
     return_attention: bool = False,
+    use_cache: bool = True,
 ):
     """Beam search: keep the ``beam_size`` best hypotheses per example, return the best.
 
@@ -218,9 +243,10 @@ def beam_search(
 
     The batch is decoded together (``B * beam_size`` rows). Returns ids ``(B, L)`` as
     :func:`greedy_decode` does, or ``(ids, attention)`` with the attention of the chosen
-    hypothesis at every step.
+    hypothesis at every step. ``use_cache`` as in :func:`greedy_decode`; the key/value cache is
+    part of the state, so it moves with the beams.
     """
-    _check_arguments(model, src, bos_id, eos_id, max_len)
+    _check_arguments(model, src, bos_id, eos_id, max_len, use_cache)
     check_positive_int("beam_size", beam_size)
     if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
         raise TypeError(
@@ -233,7 +259,7 @@ def beam_search(
     src = src.to(device)
     b, k = src.shape[0], beam_size
     with _EvalNoGrad(model):
-        state = model.init_decoder(src)
+        state = _init_decoder(model, src, use_cache)
         rows = torch.arange(b, device=device).repeat_interleave(k)  # (B*K,)
         state = model.reorder_state(state, rows)  # K copies each
         tokens = torch.full((b * k, 1), bos_id, dtype=torch.long, device=device)

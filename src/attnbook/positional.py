@@ -114,24 +114,31 @@ class PositionalEncoding(nn.Module):
             self.embedding = nn.Embedding(max_len, d_model)
             nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
 
-    def encoding(self, n: int) -> torch.Tensor:
-        """The vectors added at positions ``0 .. n-1``, ``(n, d_model)``."""
+    def encoding(self, n: int, offset: int = 0) -> torch.Tensor:
+        """The vectors added at positions ``offset .. offset + n - 1``, ``(n, d_model)``."""
         check_positive_int("n", n)
-        if n > self.max_len:
+        check_positive_int("offset", offset, minimum=0)
+        if offset + n > self.max_len:
+            at = f"{n} positions" if offset == 0 else f"positions {offset}..{offset + n - 1}"
             raise ValueError(
-                f"the input has {n} positions but max_len={self.max_len}; build "
+                f"the input has {at} but max_len={self.max_len}; build "
                 "the model with a larger max_len"
             )
-        return self.pe[:n] if self.kind == "sinusoidal" else self.embedding.weight[:n]
+        table = self.pe if self.kind == "sinusoidal" else self.embedding.weight
+        return table[offset : offset + n]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x ``(B, L, d_model)`` -> ``dropout(x + encoding(L))``, the same shape."""
+    def forward(self, x: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """x ``(B, L, d_model)`` -> ``dropout(x + encoding(L, offset))``, the same shape.
+
+        ``offset`` is the position of ``x``'s first vector: incremental decoding feeds one new
+        token at a time, at position ``offset``.
+        """
         check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
         if x.shape[-1] != self.d_model:
             raise ValueError(
                 f"x must have last dimension d_model={self.d_model}, got shape {tuple(x.shape)}"
             )
-        return self.dropout(x + self.encoding(x.shape[1]))  # (B, L, d_model)
+        return self.dropout(x + self.encoding(x.shape[1], offset))  # (B, L, d_model)
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}, kind={self.kind!r}"

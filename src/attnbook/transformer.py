@@ -509,34 +509,128 @@ class Transformer(nn.Module):
 
     # ---------------------------------------------------------------------------- decoding
 
-    def init_decoder(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
+    def init_decoder(self, src: torch.Tensor, use_cache: bool = False) -> dict:
         """Run the encoder once: ``{"memory": (B, S, d_model), "memory_mask": (B, 1, S)}``.
 
-        Part of the decoding interface of :mod:`attnbook.decode`.
-        """
-        return {"memory": self.encode(src), "memory_mask": self.src_mask(src)}
+        Part of the decoding interface of :mod:`attnbook.decode`. With ``use_cache`` the state
+        also holds a key/value cache (KV 缓存) for incremental decoding, batch first:
 
-    def decode_step(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]):
+        - ``"cross_k"``, ``"cross_v"``: per decoder layer ``(B, H, S, d_k)``, the
+          cross-attention keys and values of the memory, computed here, once;
+        - ``"self_k"``, ``"self_v"``: per decoder layer ``(B, H, capacity, d_k)``, buffers whose
+          first ``t`` positions hold the self-attention keys and values of the ``t`` target
+          positions fed so far (the capacity doubles when it runs out);
+        - ``"self_mask"`` ``(B, t)``: False where one of those positions is padding. Its width
+          ``t`` is the number of positions in the cache (0 here).
+
+        Without it (the default) :meth:`decode_step` re-runs the decoder over the whole prefix.
+        """
+        if not isinstance(use_cache, bool):
+            raise TypeError(
+                f"use_cache must be a bool (True: keep a key/value cache), got "
+                f"{type(use_cache).__name__} {use_cache!r}"
+            )
+        memory = self.encode(src)  # (B, S, d_model); checks src
+        state = {"memory": memory, "memory_mask": self.src_mask(src)}
+        if use_cache:
+            cross = [layer.cross_attn.heads(None, memory, memory) for layer in self.decoder.layers]
+            state["cross_k"] = [k for _, k, _ in cross]  # per layer (B, H, S, d_k)
+            state["cross_v"] = [v for _, _, v in cross]
+            empty = cross[0][1][:, :, :0]  # (B, H, 0, d_k)
+            state["self_k"] = [empty] * self.n_layers
+            state["self_v"] = [empty] * self.n_layers
+            state["self_mask"] = torch.zeros(src.shape[0], 0, dtype=torch.bool, device=src.device)
+        return state
+
+    def decode_step(self, tokens: torch.Tensor, state: dict):
         """tokens ``(B, t)``, the prefix so far starting with BOS -> ``(logits (B, V) of the
         next token, state, {"decoder_self": (B, n_layers, H, t), "cross": (B, n_layers, H, S)})``,
         the attention of the newest position in every layer.
 
-        The decoder is re-run over the whole prefix (no key/value cache: simple, and cheap
-        for the short sequences of this book).
+        Without a cache (``init_decoder(src)``) the decoder re-runs over the whole prefix and
+        ``state`` comes back unchanged: ``t`` positions of work for every new token. With one
+        (``init_decoder(src, use_cache=True)``) only the positions not yet in the cache run
+        (just the newest token when the returned state is passed back each step); their
+        queries attend over the cached keys and values. Both give the same logits and weights,
+        to float rounding. The new keys and values are written into the cache's buffers in
+        place: pass the returned state on, and branch with :meth:`reorder_state` (it copies).
         """
-        logits, att = self.decode(
-            tokens, state["memory"], state["memory_mask"], return_attention=True
-        )
-        newest = {
-            name: torch.stack([w[:, :, -1] for w in ws], dim=1)  # (B, n_layers, H, .)
-            for name, ws in att.items()
-        }
-        return logits[:, -1], state, newest
+        if "self_k" not in state:
+            logits, att = self.decode(
+                tokens, state["memory"], state["memory_mask"], return_attention=True
+            )
+            newest = {
+                name: torch.stack([w[:, :, -1] for w in ws], dim=1)  # (B, n_layers, H, .)
+                for name, ws in att.items()
+            }
+            return logits[:, -1], state, newest
+        return self._decode_cached(tokens, state)
+
+    def _decode_cached(self, tokens: torch.Tensor, state: dict):
+        """:meth:`decode_step` with a key/value cache: run only the ``n`` new positions."""
+        check_tensor("tokens", tokens, ndim=2, integer=True, shape_hint="(B, t) of token ids")
+        (b, t), (batch, cached) = tokens.shape, state["self_mask"].shape
+        if b != batch or t <= cached:
+            raise ValueError(
+                f"tokens must be (B={batch}, t > {cached}): the state caches {cached} positions, "
+                f"so tokens must hold them and at least one more; got shape {tuple(tokens.shape)}"
+            )
+        if t > self.max_len:
+            raise ValueError(
+                f"tokens has length {t}, but the model was built with max_len={self.max_len}: "
+                "the positional encoding and the key/value cache hold at most max_len positions"
+            )
+        new = self._check_tokens("tokens", tokens[:, cached:], "tgt_vocab_size")  # (B, n)
+        n, state = new.shape[1], dict(state)  # a new dict: the caller's keeps its entries
+        state["self_mask"] = torch.cat([state["self_mask"], new != self.pad_id], dim=1)  # (B, t)
+        mask = state["self_mask"][:, None, None, :]  # (B, 1, 1, t): padding keys masked
+        if n > 1:  # several new positions: each sees itself and the positions before it
+            mask = mask & torch.ones(n, t, dtype=torch.bool, device=tokens.device).tril(cached)
+        capacity = state["self_k"][0].shape[2]
+        if t > capacity:  # grow the buffers, at least doubling them
+            grow = min(max(t, 2 * capacity), self.max_len) - capacity
+            for name in ("self_k", "self_v"):
+                state[name] = [F.pad(c, (0, 0, 0, grow)) for c in state[name]]
+        x = self.tgt_embed(new) * math.sqrt(self.d_model)  # (B, n, d_model)
+        if isinstance(self.tgt_pos, PositionalEncoding):  # at positions cached .. t - 1
+            x = self.tgt_pos(x, offset=cached)
+        else:  # positional=None: dropout only
+            x = self.tgt_pos(x)
+        memory_mask = state["memory_mask"][:, None]  # (B, 1, 1, S)
+        self_ws, cross_ws = [], []
+        for i, layer in enumerate(self.decoder.layers):
+            k_cache, v_cache = state["self_k"][i], state["self_v"][i]  # (B, H, capacity, d_k)
+
+            def self_attention(h, layer=layer, k_cache=k_cache, v_cache=v_cache):
+                q, k, v = layer.self_attn.heads(h, h, h)  # (B, H, n, d_k)
+                k_cache[:, :, cached:t], v_cache[:, :, cached:t] = k, v  # into the cache
+                return layer.self_attn.attend(q, k_cache[:, :, :t], v_cache[:, :, :t], mask)
+
+            def cross_attention(h, i=i, mha=layer.cross_attn):
+                q = mha._split_heads(mha.w_q(h))  # (B, H, n, d_k)
+                return mha.attend(q, state["cross_k"][i], state["cross_v"][i], memory_mask)
+
+            x, self_w = layer.residual_self(x, self_attention)  # (B, n, d_model)
+            x, cross_w = layer.residual_cross(x, cross_attention)
+            x = layer.residual_ffn(x, layer.feed_forward)
+            self_ws.append(self_w[:, :, -1])  # (B, H, t): the newest position
+            cross_ws.append(cross_w[:, :, -1])  # (B, H, S)
+        if self.decoder.norm is not None:
+            x = self.decoder.norm(x)
+        logits = self.output(x[:, -1])  # (B, V)
+        newest = {"decoder_self": torch.stack(self_ws, 1), "cross": torch.stack(cross_ws, 1)}
+        return logits, state, newest
 
     @staticmethod
-    def reorder_state(state: dict[str, torch.Tensor], index: torch.Tensor):
-        """Select (and repeat) batch rows of the state: ``index`` ``(B',)`` -> batch ``B'``."""
-        return {k: v.index_select(0, index) for k, v in state.items()}
+    def reorder_state(state: dict, index: torch.Tensor) -> dict:
+        """Select (and repeat) batch rows of the state, the key/value cache included: ``index``
+        ``(B',)`` -> batch ``B'`` (beam search moves and copies beams with it)."""
+        return {
+            name: [t.index_select(0, index) for t in value]
+            if isinstance(value, list)
+            else value.index_select(0, index)
+            for name, value in state.items()
+        }
 
     def extra_repr(self) -> str:
         return (
