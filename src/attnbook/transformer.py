@@ -36,6 +36,7 @@ __all__ = [
     "Encoder",
     "Decoder",
     "Transformer",
+    "POSITIONAL_KINDS",
     "count_parameters",
     "parameter_breakdown",
     "to_torch_transformer",

@@ -1,107 +1,47 @@
 """The built book in a real browser: explorers work without a kernel, MathJax typesets.
 
-Runs after `jupyter-book build` (make test does that first). The page is served from
-_build/html on localhost; the scripts the page loads from CDNs (RequireJS, the widget
-manager, MathJax) are served from npm packages in .cache/js (make js-assets), since these
-machines reach no CDN. Screenshots of the checked pages land in test-artifacts/.
-Skipped, with the reason printed, when Chromium, Playwright, the JS packages or the built
-book are missing.
+Runs after `jupyter-book build` (make test does that first), on the built book that
+conftest.py serves, with the CDN scripts from .cache/js. Screenshots of the checked pages land
+in test-artifacts/. Skipped, with the reason printed, when Chromium, Playwright, the JS
+packages or the built book are missing (conftest.py).
 """
 
-import functools
-import http.server
-import os
-import re
-import shutil
-import threading
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
-JS = ROOT / ".cache" / "js"
-ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed")
-if not CHROMIUM:
-    pytest.skip("Chromium is not installed (apt-get install chromium)", allow_module_level=True)
-if not (HTML / "book").is_dir():
-    pytest.skip(f"the book is not built at {HTML} (make book)", allow_module_level=True)
-if not (JS / ".done").exists():
-    pytest.skip(f"the page's JS packages are not in {JS} (make js-assets)", allow_module_level=True)
-
-
-def local_file(url: str) -> Path | None:
-    """The npm file that stands in for a CDN URL."""
-    if "require.min.js" in url:
-        return JS / "requirejs" / "require.js"
-    for pattern, folder in ((r"html-manager@[\d.]+/dist/(.*)$", "html-manager/dist"),
-                            (r"mathjax@3[\d.]*/(.*)$", "mathjax")):
-        m = re.search(pattern, url)
-        if m:
-            return JS / folder / m.group(1).split("?")[0]
-    return None
-
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 # Page errors that come from the toolchain, not from the book, seen with the real CDN files too:
 # sphinx-thebe declares THEBE_JS_URL twice, and html-manager 1.0.6 calls MathJax 2's
 # `MathJax.Hub.Queue`, which MathJax 3 (the page's) does not have.
-KNOWN_TOOLCHAIN_ERRORS = ("Identifier 'THEBE_JS_URL' has already been declared",
-                          "Cannot read properties of undefined (reading 'Queue')")
+KNOWN_TOOLCHAIN_ERRORS = (
+    "Identifier 'THEBE_JS_URL' has already been declared",
+    "Cannot read properties of undefined (reading 'Queue')",
+)
 
 
 def book_errors(errors):
     return [e for e in errors if e not in KNOWN_TOOLCHAIN_ERRORS]
 
 
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
 @pytest.fixture(scope="module")
-def browser_page():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(Quiet, directory=str(HTML)))
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
+def browser_page(new_page, book_url):
+    page = new_page({"width": 1200, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
 
-    def route(r):
-        url = r.request.url
-        if url.startswith(base):
-            if url.endswith(".html"):          # the npm require.js differs from the CDN's
-                resp = r.fetch()                # minified file: drop the SRI hash
-                return r.fulfill(response=resp,
-                                 body=re.sub(r'\sintegrity="[^"]*"', "", resp.text()))
-            return r.continue_()
-        path = local_file(url)
-        if path is not None and path.is_file():
-            return r.fulfill(path=str(path))
-        return r.abort()                        # nothing else may leave this machine
+    def open_page(name):
+        errors.clear()
+        page.goto(f"{book_url}/book/{name}.html")
+        page.wait_for_selector(".widget-vbox", timeout=20_000)
+        page.wait_for_function(
+            "document.querySelectorAll('mjx-container').length > 0", timeout=20_000
+        )
+        return page, errors
 
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--no-first-run", "--disable-sync"])
-        page = browser.new_page(viewport={"width": 1200, "height": 1000})
-        page.route("**/*", route)
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-
-        def open_page(name):
-            errors.clear()
-            page.goto(f"{base}/book/{name}.html")
-            page.wait_for_selector(".widget-vbox", timeout=20_000)
-            page.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
-                                   timeout=20_000)
-            return page, errors
-
-        yield open_page
-        browser.close()
-    server.shutdown()
+    yield open_page
+    page.close()
 
 
 def first_explorer(page):
@@ -130,8 +70,9 @@ def test_decoder_step_explorer_switches_views_without_a_kernel(browser_page):
     first_image = box.locator("img:visible").first.get_attribute("src")
     shot(page, box, "03_explorer_step1")
     slide(page, box, "ArrowRight", "ArrowRight")
-    page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
-                           ".includes('step 3')", timeout=5_000)
+    page.wait_for_function(
+        "() => document.querySelector('.widget-vbox').innerText.includes('step 3')", timeout=5_000
+    )
     assert "step 3 → diànzi" in box.inner_text()
     assert box.locator("img:visible").first.get_attribute("src") != first_image
     shot(page, box, "03_explorer_step3")
@@ -158,7 +99,7 @@ def test_temperature_explorer_switches_between_scaled_and_unscaled(browser_page)
     page, errors = browser_page("05_score_functions")
     box = first_explorer(page)
     first = box.locator("img:visible").first.get_attribute("src")
-    slide(page, box, "End")                                   # d_k = 1024
+    slide(page, box, "End")  # d_k = 1024
     page.wait_for_timeout(300)
     unscaled_1024 = box.locator("img:visible").first.get_attribute("src")
     assert unscaled_1024 != first
@@ -177,11 +118,13 @@ def test_rnn_attention_explorer_steps_through_dates_and_decoder_steps(browser_pa
     first_view = box.inner_text()
     shot(page, box, "06_explorer_date1_step1")
     slide(page, box, "ArrowRight", "ArrowRight")
-    page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
-                           ".includes('step 3: writes')", timeout=5_000)
+    page.wait_for_function(
+        "() => document.querySelector('.widget-vbox').innerText.includes('step 3: writes')",
+        timeout=5_000,
+    )
     dates = box.locator("select").first
     options = dates.locator("option").all_inner_texts()
-    dates.select_option(index=1)                                  # the second date
+    dates.select_option(index=1)  # the second date
     page.wait_for_timeout(300)
     text = box.inner_text()
     assert f"{options[1].strip()[1:-1]}, step 3: writes" in text and text != first_view
@@ -197,9 +140,10 @@ def test_transformer_attention_explorer_switches_type_and_layer(browser_page):
     page.wait_for_timeout(300)
     cross = box.locator("img:visible").first.get_attribute("src")
     assert cross != encoder_self
-    slide(page, box, "End")                                    # the last layer
-    page.wait_for_function("() => document.querySelector('.widget-vbox').innerText"
-                           ".includes('layer 2')", timeout=5_000)
+    slide(page, box, "End")  # the last layer
+    page.wait_for_function(
+        "() => document.querySelector('.widget-vbox').innerText.includes('layer 2')", timeout=5_000
+    )
     assert box.locator("img:visible").first.get_attribute("src") not in (encoder_self, cross)
     shot(page, box, "14_explorer_cross_layer2")
     assert not book_errors(errors), book_errors(errors)
