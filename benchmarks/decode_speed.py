@@ -27,12 +27,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 from pathlib import Path
 
 import torch
+from _machine import machine_info
 
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.transformer import Transformer
@@ -180,19 +179,9 @@ def markdown(results: dict) -> str:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     model, src = make_model_and_batch(args.batch_size, max([1024, *args.lengths, args.beam_length]))
     results = {
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "processor": platform.processor(),
-            "machine": platform.machine(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "load_before": [round(x, 2) for x in load] if load else None,
-        },
+        "machine": machine_info(),
         "command": " ".join(
             [
                 ".venv/bin/python benchmarks/decode_speed.py",

@@ -28,8 +28,6 @@ import copy
 import csv
 import json
 import math
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -39,6 +37,7 @@ import warnings
 from pathlib import Path
 
 import torch
+from _machine import machine_info
 from torch import nn
 
 import attnbook
@@ -310,18 +309,8 @@ def markdown(results: dict) -> str:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    load = os.getloadavg() if hasattr(os, "getloadavg") else None
     results = {
-        "machine": {
-            "cpu_count": os.cpu_count(),
-            "threads": torch.get_num_threads(),
-            "processor": platform.processor(),
-            "machine": platform.machine(),
-            "platform": platform.platform(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "load_before": [round(x, 2) for x in load] if load else None,
-        },
+        "machine": machine_info(),
         "command": " ".join(
             [
                 ".venv/bin/python benchmarks/train_speed.py",
