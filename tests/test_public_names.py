@@ -16,6 +16,7 @@ MODULES = ["attnbook"] + [
     if not m.name.endswith("__main__")
 ]
 
+
 def public_names(module) -> set[str]:
     """The public names ``module``'s source binds at top level: functions, classes and
     assignments, and for a package what it imports from its own modules."""
