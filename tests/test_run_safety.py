@@ -838,8 +838,14 @@ def test_a_signal_before_training_exits_cleanly(
         raise AssertionError("the signal did not stop the command")
 
     monkeypatch.setattr(cli_module, "_build_task", build_task)
+    # A shell that starts pytest in the background (as CI may) leaves SIGINT ignored; Ctrl-C
+    # at a terminal reaches Python's default handler, which this test is about.
+    saved_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     handler = signal.getsignal(signal.SIGTERM)
-    code, _, err = cli(train_argv(tmp_path / "run"), capsys)
+    try:
+        code, _, err = cli(train_argv(tmp_path / "run"), capsys)
+    finally:
+        signal.signal(signal.SIGINT, saved_sigint)
     assert code == status
     one_line_error(err, words)
     assert signal.getsignal(signal.SIGTERM) is handler  # restored afterwards
