@@ -148,3 +148,24 @@ def test_setup_notebook_prints_arrays_and_tensors_as_wide_as_the_books_column():
         torch.set_printoptions(linewidth=saved_torch)
     pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
     assert tomllib.loads(pyproject.read_text())["tool"]["ruff"]["line-length"] == PRINT_WIDTH
+
+
+def test_glue_digits_rounds_to_significant_digits_so_last_bits_do_not_show():
+    a, b = 0.1 + 0.2, 0.3  # differ in the last bit, as two CPUs' results can
+    assert a != b
+    assert captured(glue, "x", a, digits=10) == captured(glue, "x", b, digits=10)
+    with capture_output():
+        assert glue("x", 12345.678, digits=3) == 12300.0
+        assert glue("x", np.float32(0.7), digits=6) == 0.7
+        assert glue("n", 7, digits=3) == 7  # ints are exact already
+
+
+@pytest.mark.parametrize("digits", [0, 18, 2.5, True, "3"])
+def test_glue_digits_must_be_a_sensible_int(digits):
+    with pytest.raises(ValueError, match="digits must be an int from 1 to 17, got"):
+        glue("x", 1.0, digits=digits)
+
+
+def test_glue_digits_refuses_text():
+    with pytest.raises(TypeError, match="digits rounds numbers"):
+        glue("x", "97.7%", digits=3)

@@ -102,14 +102,19 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
 GLUE_PREFIX = "application/papermill.record/"
 
 
-def glue(name: str, value, display: bool = False):
+def glue(name: str, value, display: bool = False, digits: int | None = None):
     """Make ``value`` available to the chapter's prose as ``{glue:text}`name```.
 
     Every number the text quotes is computed by a cell and glued, so text and output cannot
     disagree. This writes the same output as ``myst_nb.glue`` (which the book build reads)
     but needs only IPython, so a chapter runs where myst-nb is not installed (Colab). Glue
     plain Python values (``float(x)``, ``int(n)``, a ``str``); the prose formats them, for
-    example ``{glue:text}`acc:.1%```. Returns ``value``.
+    example ``{glue:text}`acc:.1%```. Returns ``value`` (rounded, when ``digits`` is given).
+
+    ``digits`` rounds a float to that many significant digits first. A value that is exact in
+    mathematics but computed in floating point (a softmax weight, a learning rate) can differ
+    in its last bits from one CPU to another; rounded to 10 digits it is the same text on every
+    machine, and still far more digits than the prose shows.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an identifier-like str, got {name!r}")
@@ -118,8 +123,15 @@ def glue(name: str, value, display: bool = False):
             f"value for {name!r} must be a str, int or float (take .item() of a "
             f"tensor), got {type(value).__name__}"
         )
+    if digits is not None:
+        if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 17:
+            raise ValueError(f"digits must be an int from 1 to 17, got {digits!r}")
+        if isinstance(value, str):
+            raise TypeError(f"digits rounds numbers, but the value for {name!r} is a str")
     if not isinstance(value, str):  # numpy scalars would print as np.float64(...)
         value = int(value) if isinstance(value, numbers.Integral) else float(value)
+        if digits is not None and isinstance(value, float):
+            value = float(f"{value:.{digits}g}")
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
