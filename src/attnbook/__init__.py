@@ -13,6 +13,7 @@ One concept per module:
 - :mod:`attnbook.worked`: the worked matrix examples of the source notes, computed
 - :mod:`attnbook.viz`: heatmaps and matrix rendering shared by every chapter
 - :mod:`attnbook.widgets`: explorers that keep working on the static page
+- :mod:`attnbook.exercises`: ``check``, which the exercises' check cells call
 - :mod:`attnbook.utils`: seeding, device choice, the chapters' setup cell
 """
 
@@ -56,6 +57,7 @@ from .transformer import (
     parameter_breakdown,
     to_torch_transformer,
 )
+from .exercises import check
 from .utils import best_time, get_device, glue, seed_everything, setup_notebook, show_source
 
 __version__ = "0.1.0"
@@ -88,6 +90,7 @@ __all__ = [
     "Transformer",
     "beam_search",
     "best_time",
+    "check",
     "count_parameters",
     "greedy_decode",
     "parameter_breakdown",
