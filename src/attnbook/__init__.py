@@ -34,6 +34,7 @@ from .attention import (
 )
 from .data import TASKS, Vocab, length_controlled, load_tsv, make_loader, make_task
 from .decode import beam_search, greedy_decode, sequence_log_prob
+from .exercises import check
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .rnn import AttentionDecoder, ContextDecoder, RNNEncoder, Seq2Seq
 from .train import (
@@ -57,7 +58,6 @@ from .transformer import (
     parameter_breakdown,
     to_torch_transformer,
 )
-from .exercises import check
 from .utils import best_time, get_device, glue, seed_everything, setup_notebook, show_source
 
 __version__ = "0.1.0"
