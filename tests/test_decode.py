@@ -18,10 +18,12 @@ PAD, BOS, EOS = 0, 1, 2
 
 
 class ToyModel(nn.Module):
-    """A model with the decoding interface and no encoder-decoder at all: the next-token
-    logits are a fixed random function of (step, last two tokens) plus a per-example bias
-    computed from the source, so that every hypothesis can be scored by hand.
+    """A third model of the seq2seq protocol (attnbook.seq2seq), neither RNN nor Transformer:
+    the next-token logits are a fixed random function of (step, last two tokens) plus a
+    per-example bias computed from the source, so that every hypothesis can be scored by hand.
     """
+
+    max_len = None
 
     def __init__(self, vocab=5, max_steps=6, seed=0):
         super().__init__()
@@ -31,12 +33,20 @@ class ToyModel(nn.Module):
         self.src_bias = nn.Parameter(torch.randn(vocab, vocab, generator=g))
         self.init_calls = 0
 
-    def init_decoder(self, src):
+    def src_mask(self, src):
+        return torch.ones(src.shape[0], 1, src.shape[1], dtype=torch.bool)  # no padding
+
+    def encode(self, src):
+        return self.src_bias[src]  # (B, S, V)
+
+    def init_decoder(self, src, use_cache=False):
         self.init_calls += 1
-        return {
-            "bias": self.src_bias[src].mean(1),
-            "src_len": torch.full((len(src),), src.shape[1]),
-        }
+        return {"bias": self.encode(src).mean(1), "src_len": torch.full((len(src),), src.shape[1])}
+
+    def forward(self, src, tgt, *, return_attention=False):
+        bias = self.encode(src).mean(1)
+        steps = [self.logits(tgt[:, : t + 1], bias) for t in range(tgt.shape[1])]
+        return torch.stack(steps, dim=1)  # (B, T, V)
 
     def logits(self, tokens, bias):
         prev = tokens[:, -2] if tokens.shape[1] > 1 else torch.full_like(tokens[:, -1], BOS)
@@ -45,7 +55,7 @@ class ToyModel(nn.Module):
     def decode_step(self, tokens, state):
         logits = self.logits(tokens, state["bias"])  # (B, V)
         cross = torch.softmax(logits[:, :3], dim=-1)  # (B, 3), fake weights
-        return logits, state, {"cross": cross}
+        return logits, state, {"cross": cross[:, None, None]}  # (B, layers=1, H=1, 3)
 
     def reorder_state(self, state, index):
         return {k: v.index_select(0, index) for k, v in state.items()}
@@ -88,21 +98,21 @@ def test_a_wide_beam_finds_the_exhaustive_best(alpha):
     assert got.tolist() == expected.tolist()
 
 
-def test_beam_search_works_with_any_model_of_the_interface_and_stacks_attention():
+def test_beam_search_works_with_any_model_of_the_protocol_and_stacks_attention():
     model = ToyModel(seed=1)
     src = torch.tensor([[3, 4, 1, 2], [0, 2, 2, 1]])
     ids, att = beam_search(
         model, src, bos_id=BOS, eos_id=EOS, max_len=5, beam_size=3, return_attention=True
     )
     assert model.init_calls == 1  # encoder once
-    assert att["cross"].shape == (2, ids.shape[1], 3)
+    assert att["cross"].shape == (2, ids.shape[1], 1, 1, 3)
     is_eos = (ids == EOS).long()
     live = (is_eos.cumsum(1) - is_eos) == 0  # up to and at EOS
-    torch.testing.assert_close(att["cross"].sum(-1), live.float())  # zero rows after EOS
+    torch.testing.assert_close(att["cross"][:, :, 0, 0].sum(-1), live.float())  # 0 after EOS
     g_ids, g_att = greedy_decode(
         model, src, bos_id=BOS, eos_id=EOS, max_len=5, return_attention=True
     )
-    assert g_att["cross"].shape == (2, g_ids.shape[1], 3)
+    assert g_att["cross"].shape == (2, g_ids.shape[1], 1, 1, 3)
 
 
 # ------------------------------------------------------------------------------ on a Transformer
@@ -266,7 +276,7 @@ def test_models_without_a_cache_decode_the_same_with_either_flag(use_cache):
     for decode in (greedy_decode, beam_search):
         ids = decode(rnn, src, bos_id=BOS, eos_id=EOS, max_len=8, use_cache=use_cache)
         assert torch.equal(ids, decode(rnn, src, bos_id=BOS, eos_id=EOS, max_len=8))
-        toy = ToyModel(seed=2)  # init_decoder(src) without use_cache
+        toy = ToyModel(seed=2)  # init_decoder ignores use_cache
         ids = decode(toy, src % 5, bos_id=BOS, eos_id=EOS, max_len=5, use_cache=use_cache)
         assert torch.equal(ids, decode(toy, src % 5, bos_id=BOS, eos_id=EOS, max_len=5))
 
@@ -316,7 +326,7 @@ SRC = torch.randint(3, 9, (2, 4))
         (
             lambda: beam_search(nn.Linear(2, 2), SRC, bos_id=1, eos_id=2, max_len=5),
             TypeError,
-            r"model must have the decoding interface.*lacks \['pad_id', 'init_decoder'",
+            r"model must be a seq2seq model .*lacks \['pad_id', 'max_len', 'src_mask'",
         ),
         (
             lambda: greedy_decode(M, SRC + 20, bos_id=1, eos_id=2, max_len=5),
@@ -468,13 +478,19 @@ class _ProbeOnMeta(nn.Module):
     """A model whose parameters live on the meta device (standing in for a GPU, which these
     machines lack): it records the devices of the tensors a decoding function hands it."""
 
-    pad_id = PAD
+    pad_id, max_len = PAD, None
 
     def __init__(self):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(3, device="meta"))
 
-    def init_decoder(self, src):
+    def src_mask(self, src):
+        raise _Reached([src.device])
+
+    def encode(self, src):
+        raise _Reached([src.device])
+
+    def init_decoder(self, src, use_cache=False):
         raise _Reached([src.device])
 
     def decode_step(self, tokens, state):

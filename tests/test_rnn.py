@@ -59,7 +59,8 @@ def greedy(m, src, max_len):
         for _ in range(max_len):
             logits, state, attention = m.decode_step(tokens, state)
             tokens = torch.cat([tokens, logits.argmax(-1, keepdim=True)], dim=1)
-            weights.append(attention.get("cross"))
+            cross = attention.get("cross")  # (B, 1, 1, S): one layer, one head
+            weights.append(None if cross is None else cross[:, 0, 0])  # (B, S)
     return tokens[:, 1:], weights
 
 
@@ -148,15 +149,16 @@ def test_shapes_of_training_and_decoding(attention, cell, bidirectional):
     expected_keys = {"hidden"} | ({"cell"} if cell == "lstm" else set())
     if attention:
         expected_keys |= {"memory", "src_mask"}
-        logits2, weights = m(src, tgt_in, return_attention=True)
+        logits2, attention_ = m(src, tgt_in, return_attention=True)
         torch.testing.assert_close(logits2, logits)
-        assert weights.shape == (3, 5, 7)
+        assert list(attention_) == ["cross"] and len(attention_["cross"]) == 1  # one layer
+        assert attention_["cross"][0].shape == (3, 1, 5, 7)  # (B, H=1, T, S)
     assert set(state) == expected_keys
     step_logits, state, att = m.decode_step(tgt_in[:, :1], state)
     assert step_logits.shape == (3, V_TGT)
     assert set(att) == ({"cross"} if attention else set())
     if attention:
-        assert att["cross"].shape == (3, 7)
+        assert att["cross"].shape == (3, 1, 1, 7)  # (B, layers=1, H=1, S)
 
 
 @pytest.mark.parametrize("attention, cell, bidirectional", MODELS)
@@ -165,7 +167,8 @@ def test_teacher_forcing_equals_step_by_step_decoding(attention, cell, bidirecti
     src, tgt_in = right_padded([6, 3]), tgt_batch(2, 5)
     with torch.no_grad():
         if attention:
-            logits, weights = m(src, tgt_in, return_attention=True)
+            logits, attention_ = m(src, tgt_in, return_attention=True)
+            weights = attention_["cross"][0][:, 0]  # (B, T, S)
         else:
             logits, weights = m(src, tgt_in), None
         state = m.init_decoder(src)
@@ -173,7 +176,7 @@ def test_teacher_forcing_equals_step_by_step_decoding(attention, cell, bidirecti
             step, state, att = m.decode_step(tgt_in[:, : t + 1], state)
             torch.testing.assert_close(step, logits[:, t])
             if attention:
-                torch.testing.assert_close(att["cross"], weights[:, t])
+                torch.testing.assert_close(att["cross"][:, 0, 0], weights[:, t])
 
 
 @pytest.mark.parametrize("attention, cell, bidirectional", MODELS)
@@ -200,7 +203,8 @@ def test_weights_sum_to_one_over_real_tokens_and_are_zero_on_padding(lengths, sc
     src = right_padded(lengths, seed=seed)
     real = src != PAD  # (B, S)
     with torch.no_grad():
-        _, weights = m(src, tgt_batch(len(lengths), 4, seed), return_attention=True)
+        _, attention = m(src, tgt_batch(len(lengths), 4, seed), return_attention=True)
+        weights = attention["cross"][0][:, 0]  # (B, T, S)
         _, step_weights = greedy(m, src, 3)
     for w in [weights] + [s[:, None] for s in step_weights]:  # (B, T, S)
         assert torch.isfinite(w).all()
@@ -314,8 +318,8 @@ def test_attnbook_decode_works_for_seq2seq(attention, cell, bidirectional):
         ids2, att = decode.greedy_decode(
             m, src, bos_id=BOS, eos_id=EOS, max_len=6, return_attention=True
         )
-        assert torch.equal(ids2, ids) and att["cross"].shape == (3, ids.shape[1], 5)
-        torch.testing.assert_close(att["cross"][:, 0], our_weights[0])
+        assert torch.equal(ids2, ids) and att["cross"].shape == (3, ids.shape[1], 1, 1, 5)
+        torch.testing.assert_close(att["cross"][:, 0, 0, 0], our_weights[0])
 
 
 # ------------------------------------------------------------------------------ arguments

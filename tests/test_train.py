@@ -223,7 +223,7 @@ def test_config_rejects_bad_values_naming_them(kwargs, name):
 def test_trainer_checks_its_arguments(task):
     with pytest.raises(TypeError, match="model"):
         Trainer("not a model", task)
-    with pytest.raises(TypeError, match="decoding interface"):
+    with pytest.raises(TypeError, match="must be a seq2seq model"):
         Trainer(torch.nn.Linear(2, 2), task)
     with pytest.raises(ValueError, match="src_vocab"):
         Trainer(transformer(task), task.train, task.val)

@@ -2,8 +2,9 @@
 
 ``train`` builds a task's data and a model, trains it with :class:`attnbook.train.Trainer`
 and writes, into ``--out``: ``checkpoint.pt``, ``metrics.json``, ``history.csv``,
-``loss.png`` and ``attention.png``. ``evaluate`` measures exact match by input length;
-``translate`` runs a trained model on your own input. ``--help`` on each says more.
+``loss.png`` and ``attention.png``. ``evaluate`` measures exact match by input length (and,
+for ``--task tsv``, BLEU, chrF and perplexity: :mod:`attnbook.evaluate`); ``translate`` runs
+a trained model on your own input. ``--help`` on each says more.
 
 A run is never destroyed by mistake: ``train`` refuses an ``--out`` that already holds a run
 (``--overwrite`` replaces it, ``--resume`` continues it), checks ``--out``, ``--data`` and the
@@ -32,7 +33,6 @@ import torch
 
 from . import __version__
 from .data import (
-    BOS,
     EOS,
     TASKS,
     Vocab,
@@ -42,7 +42,8 @@ from .data import (
     make_task,
     normalise_text,
 )
-from .decode import beam_search, greedy_decode
+from .evaluate import exact_match_by_length, generate, translation_scores
+from .seq2seq import attention_map
 from .train import (
     HISTORY_KEYS,
     OPTIMIZERS,
@@ -52,7 +53,6 @@ from .train import (
     TrainConfig,
     Trainer,
     atomic_write,
-    exact_match,
     init_distributed,
     load_checkpoint,
     remove_stale_temp_files,
@@ -326,7 +326,9 @@ examples:
 copy/reverse/sort: --n-per-length fresh inputs of exactly each length (none seen in training;
 lengths beyond the training range show how the model extrapolates). dates/tsv: the test split,
 grouped by source length: the column "L" holds sources longer than the previous bound and at
-most L tokens long. The table is also written to evaluation.json beside the checkpoint.
+most L tokens long. tsv runs also get corpus BLEU and chrF (sacrebleu: pip install
+sacrebleu) and the perplexity of the test split. The results are also written to
+evaluation.json beside the checkpoint.
 
 """
     + EXIT_CODES_HELP
@@ -645,11 +647,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     # ---------------------------------------------------------------- evaluate
     e = sub.add_parser(
         "evaluate",
-        help="exact-match accuracy by input length",
+        help="exact-match accuracy by input length (tsv: also BLEU, chrF, perplexity)",
         formatter_class=fmt,
         epilog=EVALUATE_EXAMPLES,
         description="Greedy-decode (or beam-search) held-out inputs and print "
-        "exact-match accuracy by input length.",
+        "exact-match accuracy by input length; for --task tsv runs also corpus BLEU, chrF "
+        "and perplexity.",
     )
     e.add_argument(
         "--checkpoint", required=True, metavar="FILE", help="a checkpoint.pt written by 'train'"
@@ -823,22 +826,6 @@ def _normalise_input(text: str, vocab: Vocab, meta: dict) -> str:
     return normalise_text(text, vocab.level, meta["task_kwargs"].get("lower", False))
 
 
-def _decode(model, src, beam: int, max_len: int, return_attention: bool = False):
-    if beam == 1:
-        return greedy_decode(
-            model, src, bos_id=BOS, eos_id=EOS, max_len=max_len, return_attention=return_attention
-        )
-    return beam_search(
-        model,
-        src,
-        bos_id=BOS,
-        eos_id=EOS,
-        max_len=max_len,
-        beam_size=beam,
-        return_attention=return_attention,
-    )
-
-
 # --------------------------------------------------------------------------------------------
 # train
 # --------------------------------------------------------------------------------------------
@@ -982,8 +969,7 @@ def _data_identity(path: str, out: Path) -> dict:
 
 def _position_limit(model) -> int | None:
     """How many positions the model can read or write (its positional table); None: any."""
-    limit = getattr(model, "max_len", None)
-    return limit if isinstance(limit, int) else None
+    return model.max_len
 
 
 def _check_lengths_fit(task, model, options: dict) -> None:
@@ -1249,7 +1235,7 @@ def _write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> N
     _write_text(out / "history.csv", table.getvalue())
     _loss_figure(trainer.history, out / "loss.png", f"{metrics['model']} on {metrics['task']}")
     pairs = task.test or task.val
-    if getattr(model, "attention", "") is not None and pairs:
+    if pairs:  # drawn when the model has cross-attention
         source = pairs[0][0]
         _attention_figure(
             model,
@@ -1326,21 +1312,19 @@ def _loss_figure(history: list[dict], path: Path, title: str) -> None:
 
 def _attention_figure(
     model, source: str, src_vocab: Vocab, tgt_vocab: Vocab, beam: int, max_len: int, path: Path
-) -> str:
-    """Decode ``source``, draw its cross-attention to ``path``; return the output text."""
+) -> str | None:
+    """Decode ``source``, draw its cross-attention to ``path``; return the output text (None,
+    and no picture, for a model without cross-attention)."""
     plt = _pyplot()
     from .viz import heatmap
 
     device = next(model.parameters()).device
     src = torch.tensor([src_vocab.encode(source)], dtype=torch.long, device=device)  # (1, S)
-    ids, attention = _decode(model, src, beam, max_len, return_attention=True)
+    ids, attention = generate(model, src, max_len=max_len, beam=beam, return_attention=True)
     if "cross" not in attention:
-        raise ValueError(
-            "this model has no attention to draw (--model rnn uses the fixed context vector only)"
-        )
-    weights = attention["cross"][0]  # (L, S) or (L, n_layers, H, S)
-    if weights.dim() == 4:
-        weights = weights[:, -1].mean(dim=1)  # last layer, mean over heads: (L, S)
+        return None
+    n_maps = attention["cross"].shape[2] * attention["cross"].shape[3]  # layers x heads
+    weights = attention_map(attention["cross"][0])  # (L, S): last layer, mean over heads
     out_ids = ids[0].tolist()
     n = out_ids.index(EOS) + 1 if EOS in out_ids else len(out_ids)
     y_labels = [tgt_vocab.itos[i] for i in out_ids[:n]]
@@ -1356,8 +1340,7 @@ def _attention_figure(
         annotate=False,
         vmin=0.0,
         vmax=1.0,
-        title="cross-attention"
-        + (" (last layer, mean over heads)" if attention["cross"].dim() == 5 else ""),
+        title="cross-attention" + (" (last layer, mean over heads)" if n_maps > 1 else ""),
         xlabel="source",
         ylabel="output",
     )
@@ -1413,16 +1396,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             if bound is not None:
                 groups[bound].append(pair)
         how = "the test split by source length (longer than the previous bound, <= L)"
-    by_length, counts = {}, {}
-    for length, pairs in groups.items():
-        counts[str(length)] = len(pairs)
-        by_length[str(length)] = (
-            None
-            if not pairs
-            else _exact_match(
-                model, pairs, src_vocab, tgt_vocab, args.beam, args.batch_size, device
-            )
+    counts = {str(length): len(pairs) for length, pairs in groups.items()}
+    by_length = exact_match_by_length(
+        model,
+        {str(length): pairs for length, pairs in groups.items()},
+        src_vocab,
+        tgt_vocab,
+        beam=args.beam,
+        batch_size=args.batch_size,
+    )
+    corpus = None
+    if meta["task"] == "tsv":
+        if not task.test:
+            raise ValueError("this run's test split is empty: nothing to score")
+        corpus = translation_scores(
+            model, task.test, src_vocab, tgt_vocab, beam=args.beam, batch_size=args.batch_size
         )
+        del corpus["hypotheses"]
     print(
         f"exact match, {'greedy' if args.beam == 1 else f'beam {args.beam}'} decoding, "
         f"{meta['model']} on {meta['task']} ({how}):"
@@ -1431,8 +1421,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for key, value in by_length.items():
         shown = "-" if value is None else f"{100 * value:.1f}%"
         print(f"{key:>8} {counts[key]:>9} {shown:>12}")
+    if corpus is not None:
+        print(
+            f"test split, {corpus['examples']} pairs: BLEU {corpus['bleu']:.2f}, "
+            f"chrF {corpus['chrf']:.2f}, perplexity {corpus['perplexity']:.3f}, "
+            f"exact match {100 * corpus['exact_match']:.1f}%"
+        )
     result = {
         "by_length": by_length,
+        **({} if corpus is None else {"test": corpus}),
         "examples": counts,
         "beam": args.beam,
         "checkpoint": str(args.checkpoint),
@@ -1444,20 +1441,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _write_text(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
     return 0
-
-
-@torch.no_grad()
-def _exact_match(
-    model, pairs, src_vocab: Vocab, tgt_vocab: Vocab, beam: int, batch_size: int, device
-) -> float:
-    right = 0
-    for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start : start + batch_size]
-        src = src_vocab.encode_batch([s for s, _ in chunk]).to(device)  # (B, S)
-        tgt = tgt_vocab.encode_batch([t for _, t in chunk], add_eos=True).to(device)  # (B, T)
-        ids = _decode(model, src, beam, tgt.shape[1])  # (B, <=T)
-        right += exact_match(ids, tgt, model.pad_id).sum().item()
-    return right / len(pairs)
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
@@ -1489,10 +1472,16 @@ def cmd_translate(args: argparse.Namespace) -> int:
             png = Path(args.attention_png)
             if len(args.text) > 1:
                 png = png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}")
-            print(_attention_figure(model, text, src_vocab, tgt_vocab, args.beam, max_len, png))
+            output = _attention_figure(model, text, src_vocab, tgt_vocab, args.beam, max_len, png)
+            if output is None:
+                raise ValueError(
+                    "this model has no attention to draw (--model rnn uses the fixed context "
+                    "vector only)"
+                )
+            print(output)
         else:
             src = torch.tensor([src_vocab.encode(text)], dtype=torch.long, device=device)
-            print(tgt_vocab.decode(_decode(model, src, args.beam, max_len)[0]))
+            print(tgt_vocab.decode(generate(model, src, max_len=max_len, beam=args.beam)[0]))
     return 0
 
 
@@ -1533,7 +1522,15 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     try:
         with _sigterm_raises():
             return args.func(args)
-    except (ValueError, TypeError, OSError, ArithmeticError, RuntimeError, LookupError) as err:
+    except (
+        ValueError,
+        TypeError,
+        OSError,
+        ArithmeticError,
+        RuntimeError,
+        LookupError,
+        ImportError,  # an optional package (sacrebleu) missing: the message says what to install
+    ) as err:
         if os.environ.get("ATTNBOOK_DEBUG"):
             raise
         message = " ".join(str(err).split()) or type(err).__name__

@@ -1,23 +1,22 @@
 """Decoding (解码): turning a trained seq2seq model into output sequences.
 
-Both functions work for any model with this small interface (the Transformer and the RNN
-models of this package have it):
+The functions work for any :class:`attnbook.seq2seq.Seq2SeqModel` (the Transformer, the RNN
+``Seq2Seq``, or a model of your own with that protocol). They use four of its members:
 
 - ``model.pad_id``: the padding token id;
-- ``model.init_decoder(src (B, S)) -> state``: run the encoder once;
+- ``model.init_decoder(src (B, S), use_cache) -> state``: run the encoder once;
 - ``model.decode_step(tokens (B, t), state) -> (logits (B, V), state, attention)``: the scores
-  of the next token given the whole prefix so far (starting with BOS); ``attention`` is a dict
-  of the newest position's weights, each with batch first (may be empty);
+  of the next token given the whole prefix so far (starting with BOS); ``attention`` holds the
+  newest position's weights, ``{name: (B, n_layers, H, K)}`` (may be empty);
 - ``model.reorder_state(state, index (B',)) -> state``: pick batch rows (beam search uses it
   to copy and reorder beams).
 
-``use_cache`` (default True) picks how the model computes a step, not the decoding loop: a model
-whose ``init_decoder`` takes ``use_cache`` (the Transformer) is asked for a key/value cache, so
-that each ``decode_step`` runs only the newest token through the decoder; ``use_cache=False``
-re-runs the whole prefix every step (the plain definition, for teaching and comparison). The
-ids are the same either way. Other models are called as ``init_decoder(src)`` and the flag
-changes nothing for them: the RNN ``Seq2Seq`` already feeds one token a step, its hidden state
-being all it keeps of the prefix.
+``use_cache`` (default True) picks how the model computes a step, not the decoding loop: the
+Transformer then keeps a key/value cache, so that each ``decode_step`` runs only the newest
+token through the decoder; ``use_cache=False`` re-runs the whole prefix every step (the plain
+definition, for teaching and comparison). The ids are the same either way. The flag changes
+nothing for the RNN ``Seq2Seq``: it already feeds one token a step, its hidden state being all
+it keeps of the prefix.
 
 Greedy decoding takes the most likely token at every step. Beam search (束搜索) keeps the
 ``beam_size`` best prefixes and ranks them by the log-probability divided by GNMT's length
@@ -30,20 +29,20 @@ results on ``src``'s device, so CPU tensors work with a model on a GPU.
 Both return ``(B, L)`` token ids *after* BOS, ``L <= max_len``: a sequence stops at its EOS
 (kept) and is padded with ``pad_id`` to the longest one. With ``return_attention=True`` they
 also return the attention of every generated token, stacked over steps:
-``{name: (B, L, ...)}`` where ``...`` is the model's per-step shape with its last axis padded
-with zeros to the widest step; the rows of padding positions are zero. For the Transformer
-that is ``"cross": (B, L, n_layers, H, S)`` and ``"decoder_self": (B, L, n_layers, H, L)``
-(step ``i`` attends over BOS and the ``i`` tokens before it: a lower-triangular map).
+``{name: (B, L, n_layers, H, K)}``, the last axis padded with zeros to the widest step; the
+rows of padding positions are zero. That is ``"cross": (B, L, n_layers, H, S)`` (an RNN with
+attention: ``(B, L, 1, 1, S)``) and, for the Transformer, ``"decoder_self": (B, L, n_layers,
+H, L)`` (step ``i`` attends over BOS and the ``i`` tokens before it: a lower-triangular map).
+:func:`attnbook.seq2seq.attention_map` turns either into one ``(B, L, K)`` map.
 """
 
 from __future__ import annotations
-
-import inspect
 
 import torch
 import torch.nn.functional as F
 
 from ._checks import check_positive_int, check_tensor
+from .seq2seq import check_seq2seq
 from .utils import model_device
 
 __all__ = ["greedy_decode", "beam_search", "length_penalty_factor", "sequence_log_prob"]
@@ -53,16 +52,9 @@ __all__ = ["greedy_decode", "beam_search", "length_penalty_factor", "sequence_lo
 # checks and shared helpers
 # --------------------------------------------------------------------------------------------
 
-_INTERFACE = ("pad_id", "init_decoder", "decode_step", "reorder_state")
-
 
 def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:
-    missing = [name for name in _INTERFACE if not hasattr(model, name)]
-    if missing:
-        raise TypeError(
-            f"model must have the decoding interface {_INTERFACE} "
-            f"(see attnbook.decode); {type(model).__name__} lacks {missing}"
-        )
+    check_seq2seq(model)
     check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
     if src.shape[0] == 0 or src.shape[1] == 0:
         raise ValueError(
@@ -77,13 +69,6 @@ def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:
             f"use_cache must be a bool (True: key/value cache, False: re-run the whole "
             f"prefix each step), got {type(use_cache).__name__} {use_cache!r}"
         )
-
-
-def _init_decoder(model, src: torch.Tensor, use_cache: bool):
-    """``model.init_decoder(src)``, asking for a key/value cache when the model has one."""
-    if "use_cache" in inspect.signature(model.init_decoder).parameters:
-        return model.init_decoder(src, use_cache=use_cache)
-    return model.init_decoder(src)
 
 
 class _EvalNoGrad:
@@ -144,11 +129,10 @@ def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *, bos_id: in
     src ``(B, S)``; ids ``(B, L)`` the tokens after BOS, as :func:`greedy_decode` and
     :func:`beam_search` return them (EOS included, then ``model.pad_id``). Returns ``(B,)``:
     the sum over the non-padding positions of ``log P(y_t | y_<t, X)``. The model needs
-    ``pad_id`` and ``model(src, tgt_in) -> logits (B, L, V)`` (the Transformer and
-    ``Seq2Seq`` have both); it runs in eval mode under ``torch.no_grad()``.
+    ``pad_id`` and ``model(src, tgt_in) -> logits (B, L, V)`` of the seq2seq protocol; it runs
+    in eval mode under ``torch.no_grad()``.
     """
-    if not hasattr(model, "pad_id"):
-        raise TypeError(f"model must have a pad_id, {type(model).__name__} has none")
+    check_seq2seq(model)
     check_tensor("src", src, ndim=2, integer=True, shape_hint="(B, S) of token ids")
     check_tensor("ids", ids, ndim=2, integer=True, shape_hint="(B, L) of token ids after BOS")
     if ids.shape[0] != src.shape[0] or ids.shape[1] == 0:
@@ -193,7 +177,7 @@ def greedy_decode(
     _check_arguments(model, src, bos_id, eos_id, max_len, use_cache)
     home, src = src.device, src.to(model_device(model))
     with _EvalNoGrad(model):
-        state = _init_decoder(model, src, use_cache)
+        state = model.init_decoder(src, use_cache=use_cache)
         b = src.shape[0]
         tokens = torch.full((b, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(b, dtype=torch.bool, device=src.device)
@@ -259,7 +243,7 @@ def beam_search(
     src = src.to(device)
     b, k = src.shape[0], beam_size
     with _EvalNoGrad(model):
-        state = _init_decoder(model, src, use_cache)
+        state = model.init_decoder(src, use_cache=use_cache)
         rows = torch.arange(b, device=device).repeat_interleave(k)  # (B*K,)
         state = model.reorder_state(state, rows)  # K copies each
         tokens = torch.full((b * k, 1), bos_id, dtype=torch.long, device=device)

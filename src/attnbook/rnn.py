@@ -23,9 +23,8 @@ The code follows notes 03, Parts 1 and 2:
   it: ``"additive"`` (Bahdanau, ``v^T tanh(W_a [s; h])``), ``"dot"``, ``"general"`` (Luong,
   ``s^T W_a h``) or ``"scaled_dot"``.
 - :class:`Seq2Seq` joins an encoder and one of the two decoders, trains with teacher forcing
-  (``forward(src, tgt_in)``) and has the decoding interface of :mod:`attnbook.decode`
-  (``pad_id``, ``init_decoder``, ``decode_step``, ``reorder_state``), so greedy decoding and
-  beam search work for it as for the Transformer.
+  (``forward(src, tgt_in)``) and is a :class:`attnbook.seq2seq.Seq2SeqModel`, as the
+  Transformer is: greedy decoding, beam search and the evaluator work for both alike.
 
 Because ``s_t`` depends only on the previous tokens (the context vector is not fed back into
 the recurrence, as in the notes and in Luong et al. 2015), a teacher-forced decoder runs its
@@ -52,7 +51,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
-from .attention import SCORE_FUNCTIONS, make_attention
+from .attention import SCORE_FUNCTIONS, make_attention, padding_mask
 
 __all__ = [
     "CELLS",
@@ -363,19 +362,23 @@ class Seq2Seq(nn.Module):
     attention model attends over the ``2H``-sized annotations (so the ``"dot"`` score, which
     needs equal sizes, is not available with a bidirectional encoder).
 
-    Training: ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)`` with teacher forcing
-    (``tgt_in`` = BOS + target, the logits score target + EOS); with
-    ``return_attention=True`` also the weights ``(B, T, S)`` of every step.
+    It is a :class:`attnbook.seq2seq.Seq2SeqModel`, with that protocol's shapes, masks and
+    attention layout (the attention model is one layer with one head):
 
-    Decoding (the interface of :mod:`attnbook.decode`): ``init_decoder(src) -> state`` runs
-    the encoder once; ``decode_step(tokens (B, t), state) -> (logits (B, V), state,
-    attention)`` feeds ``tokens[:, -1]`` (an RNN keeps the rest of the prefix in its state);
-    ``attention`` is ``{"cross": (B, S)}`` for the attention model and ``{}`` without;
-    ``reorder_state(state, index)`` picks batch rows. The state is a dict of tensors, batch
-    first: ``"hidden"`` ``(B, H)`` (and ``"cell"`` for an LSTM), plus ``"memory"``
-    ``(B, S, D)`` and ``"src_mask"`` ``(B, S)`` for the attention model. The fixed-context
-    model's state holds nothing from the source but ``s_0 = C``.
+    - ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)``, teacher forcing (``tgt_in``
+      = BOS + target, the logits score target + EOS); with ``return_attention=True`` also
+      ``{"cross": [weights (B, 1, T, S)]}``, the weights of every step.
+    - ``encode(src) -> memory (B, S, D)``, the encoder states ``h_1..h_S``.
+    - ``init_decoder(src) -> state`` runs the encoder once; ``decode_step(tokens (B, t), state)
+      -> (logits (B, V), state, attention)`` feeds ``tokens[:, -1]`` (an RNN keeps the rest of
+      the prefix in its state); ``attention`` is ``{"cross": (B, 1, 1, S)}`` for the attention
+      model and ``{}`` without; ``reorder_state(state, index)`` picks batch rows. The state is
+      a dict of tensors, batch first: ``"hidden"`` ``(B, H)`` (and ``"cell"`` for an LSTM),
+      plus ``"memory"`` ``(B, S, D)`` and ``"src_mask"`` ``(B, S)`` for the attention model.
+      The fixed-context model's state holds nothing from the source but ``s_0 = C``.
     """
+
+    max_len = None  # any length: an RNN has no table of positions
 
     def __init__(
         self,
@@ -459,10 +462,21 @@ class Seq2Seq(nn.Module):
             state["memory"], state["src_mask"] = memory, src_mask
         return state
 
-    def init_decoder(self, src: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Run the encoder once: ``src (B, S)`` -> the decoder state (a dict, batch first)."""
+    def src_mask(self, src: torch.Tensor) -> torch.Tensor:
+        """Padding mask of the source, ``(B, 1, S)``: True at real tokens."""
+        return padding_mask(src, self.pad_id)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """``src (B, S)`` -> memory ``(B, S, D)``: the encoder states ``h_1..h_S``."""
+        return self.encoder(src)[0]
+
+    def init_decoder(self, src: torch.Tensor, use_cache: bool = False) -> dict[str, torch.Tensor]:
+        """Run the encoder once: ``src (B, S)`` -> the decoder state (a dict, batch first).
+
+        ``use_cache`` changes nothing: the state already is all the decoder keeps of the prefix.
+        """
         memory, final = self.encoder(src)  # (B, S, D); checks src as well
-        return self.decoder_state(memory, final, src != self.pad_id)  # mask (B, S)
+        return self.decoder_state(memory, final, self.src_mask(src)[:, 0])  # mask (B, S)
 
     # ---------------------------------------------------------------- decoding
 
@@ -490,8 +504,8 @@ class Seq2Seq(nn.Module):
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
         """Teacher forcing: ``src (B, S)``, ``tgt_in (B, T)`` (BOS first) -> logits (B, T, V).
 
-        With ``return_attention=True`` returns ``(logits, weights (B, T, S))`` (attention
-        models only).
+        With ``return_attention=True`` returns ``(logits, {"cross": [weights (B, 1, T, S)]})``
+        (attention models only): one layer, one head, as :mod:`attnbook.seq2seq` lays it out.
         """
         if return_attention and not self.has_attention:
             raise ValueError(
@@ -503,14 +517,15 @@ class Seq2Seq(nn.Module):
         check_same_size("src", src.shape[0], "tgt_in", tgt_in.shape[0], "batch size")
         state = self.init_decoder(src)
         logits, _, weights = self.decode(tgt_in, state)
-        return (logits, weights) if return_attention else logits
+        return (logits, {"cross": [weights[:, None]]}) if return_attention else logits
 
     def decode_step(self, tokens: torch.Tensor, state: dict[str, torch.Tensor]):
         """One step: the prefix ``tokens (B, t)`` (BOS first) -> ``(logits (B, V), state,
-        attention)``. Only ``tokens[:, -1]`` is read; the state carries the rest."""
+        attention)``, attention ``{"cross": (B, 1, 1, S)}`` (one layer, one head) or ``{}``.
+        Only ``tokens[:, -1]`` is read; the state carries the rest."""
         _check_ids("tokens", tokens, self.tgt_vocab_size, "(B, t) of token ids, BOS first")
         logits, state, weights = self.decode(tokens[:, -1:], state)  # (B, 1, V)
-        attention = {} if weights is None else {"cross": weights[:, 0]}  # (B, S)
+        attention = {} if weights is None else {"cross": weights[:, None]}  # (B, 1, 1, S)
         return logits[:, 0], state, attention
 
     def reorder_state(

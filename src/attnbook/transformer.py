@@ -288,6 +288,10 @@ class Transformer(nn.Module):
 
     The output projection ``output`` has no bias (as in tensor2tensor; the tied matrix has
     none either).
+
+    It is a :class:`attnbook.seq2seq.Seq2SeqModel` (``encode``, ``forward``, ``init_decoder``,
+    ``decode_step``, ``reorder_state``), as the RNN ``Seq2Seq`` is: the decoders and the
+    evaluator treat both alike.
     """
 
     def __init__(
@@ -513,7 +517,7 @@ class Transformer(nn.Module):
     def init_decoder(self, src: torch.Tensor, use_cache: bool = False) -> dict:
         """Run the encoder once: ``{"memory": (B, S, d_model), "memory_mask": (B, 1, S)}``.
 
-        Part of the decoding interface of :mod:`attnbook.decode`. With ``use_cache`` the state
+        Part of the seq2seq protocol (:mod:`attnbook.seq2seq`). With ``use_cache`` the state
         also holds a key/value cache (KV 缓存) for incremental decoding, batch first:
 
         - ``"cross_k"``, ``"cross_v"``: per decoder layer ``(B, H, S, d_k)``, the

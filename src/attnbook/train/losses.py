@@ -1,5 +1,8 @@
 """The loss and the accuracies of a sequence-to-sequence model under teacher forcing.
 
+``exact_match`` (of decoded outputs) lives in :mod:`attnbook.evaluate`; it is importable from
+here too, as ``attnbook.train.exact_match``.
+
 Shapes: ``B`` batch, ``T`` target length, ``V`` target vocabulary size.
 """
 
@@ -9,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 from .._checks import check_positive_int, check_probability, check_tensor
+from ..evaluate import exact_match  # one implementation, in the evaluator; kept here by name
 
 __all__ = ["label_smoothed_loss", "token_accuracy", "exact_match"]
 
@@ -68,23 +72,3 @@ def token_accuracy(logits: torch.Tensor, targets: torch.Tensor, pad_id: int = 0)
     real = targets != pad_id
     right = (logits.argmax(dim=-1) == targets) & real
     return right.sum().item() / max(real.sum().item(), 1)
-
-
-def exact_match(predictions: torch.Tensor, targets: torch.Tensor, pad_id: int = 0) -> torch.Tensor:
-    """``(B,)`` bool: True where the prediction equals the target up to and including EOS.
-
-    ``predictions (B, L)`` are decoded ids after BOS (as :func:`attnbook.decode.greedy_decode`
-    gives them: padded with ``pad_id`` after EOS); ``targets (B, T)`` is ``tgt_out`` (target +
-    EOS, padded). Widths may differ: the shorter is padded.
-    """
-    check_tensor("predictions", predictions, ndim=2, integer=True, shape_hint="(B, L)")
-    check_tensor("targets", targets, ndim=2, integer=True, shape_hint="(B, T)")
-    if predictions.shape[0] != targets.shape[0]:
-        raise ValueError(
-            f"predictions and targets must have the same batch size, got "
-            f"{tuple(predictions.shape)} and {tuple(targets.shape)}"
-        )
-    width = max(predictions.shape[1], targets.shape[1])
-    p = F.pad(predictions, (0, width - predictions.shape[1]), value=pad_id)  # (B, W)
-    t = F.pad(targets, (0, width - targets.shape[1]), value=pad_id)  # (B, W)
-    return (p == t).all(dim=1)

@@ -14,6 +14,7 @@ from torch import nn
 from .._checks import check_positive_int
 from ..data import BOS, EOS, Seq2SeqDataset, TaskData, Vocab, collate
 from ..decode import greedy_decode
+from ..seq2seq import check_seq2seq
 from ..utils import model_device
 from .batches import BatchOrder, _as_dataset, _check_fits
 from .checkpoint import CheckpointMixin, NonFiniteLossError
@@ -71,16 +72,7 @@ class Trainer(CheckpointMixin):
     ):
         if not isinstance(model, nn.Module):
             raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
-        missing = [
-            n
-            for n in ("pad_id", "init_decoder", "decode_step", "reorder_state")
-            if not hasattr(model, n)
-        ]
-        if missing:
-            raise TypeError(
-                f"model must be a seq2seq model with the decoding interface of "
-                f"attnbook.decode; {type(model).__name__} lacks {missing}"
-            )
+        check_seq2seq(model)
         config = TrainConfig() if config is None else config
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
