@@ -2,6 +2,7 @@
 
 import csv
 import json
+import math
 import os
 import shutil
 import signal
@@ -228,6 +229,26 @@ def test_evaluate_prints_and_writes_exact_match_by_length(trained, capsys):
         capsys,
     )
     assert code == 0 and "beam 3" in out
+
+
+def test_evaluate_a_tsv_run_reports_bleu_chrf_and_perplexity(tmp_path, capsys, monkeypatch):
+    data = tmp_path / "pairs.tsv"
+    words = ["red", "green", "blue", "cat", "dog", "big", "small"]
+    data.write_text("".join(f"the {a} {b}\tle {b} {a}\n" for a in words for b in words))
+    out = train(tmp_path, capsys, "--data", data, task="tsv")
+    code, stdout, err = run(["evaluate", "--checkpoint", out / "checkpoint.pt"], capsys)
+    assert code == 0, err
+    test = json.loads((out / "evaluation.json").read_text())["test"]
+    assert set(test) == {"bleu", "chrf", "perplexity", "exact_match", "examples"}
+    assert 0 <= test["bleu"] <= 100 and 0 <= test["chrf"] <= 100
+    assert 1 <= test["perplexity"] < math.inf and 0 <= test["exact_match"] <= 1
+    line = next(x for x in stdout.splitlines() if x.startswith("test split"))
+    assert f"BLEU {test['bleu']:.2f}, chrF {test['chrf']:.2f}" in line
+    assert f"perplexity {test['perplexity']:.3f}" in line
+    assert f"{test['examples']} pairs" in line
+    monkeypatch.setitem(sys.modules, "sacrebleu", None)  # as if it were not installed
+    code, _, err = run(["evaluate", "--checkpoint", out / "checkpoint.pt"], capsys)
+    assert code == 1 and "pip install sacrebleu" in err and len(err.strip().splitlines()) == 1
 
 
 def test_translate_prints_the_output_and_saves_the_attention(trained, capsys, tmp_path):

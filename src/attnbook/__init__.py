@@ -8,7 +8,9 @@ One concept per module:
 - :mod:`attnbook.train`: the trainer (AMP, schedules, checkpoints, DDP) and its losses
 - :mod:`attnbook.cli`: ``python -m attnbook train | evaluate | translate``
 - :mod:`attnbook.transformer`: the encoder-decoder Transformer and its parts
+- :mod:`attnbook.seq2seq`: the protocol the RNN ``Seq2Seq`` and the ``Transformer`` share
 - :mod:`attnbook.decode`: greedy decoding and beam search for any seq2seq model
+- :mod:`attnbook.evaluate`: exact match, per-length accuracy, perplexity, BLEU and chrF
 - :mod:`attnbook.positional`: sinusoidal and learned positional encodings
 - :mod:`attnbook.worked`: the worked matrix examples of the source notes, computed
 - :mod:`attnbook.viz`: heatmaps and matrix rendering shared by every chapter
@@ -37,6 +39,7 @@ from .decode import beam_search, greedy_decode, sequence_log_prob
 from .exercises import check
 from .positional import PositionalEncoding, sinusoidal_encoding
 from .rnn import AttentionDecoder, ContextDecoder, RNNEncoder, Seq2Seq
+from .seq2seq import Seq2SeqModel
 from .train import (
     CheckpointError,
     NonFiniteLossError,
@@ -70,6 +73,7 @@ __all__ = [
     "NonFiniteLossError",
     "RNNEncoder",
     "Seq2Seq",
+    "Seq2SeqModel",
     "TrainConfig",
     "Trainer",
     "Vocab",

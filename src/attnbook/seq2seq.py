@@ -51,9 +51,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-__all__ = ["Seq2SeqModel", "check_seq2seq", "attention_map"]
+__all__ = ["Seq2SeqModel", "DecoderState", "check_seq2seq", "attention_map"]
 
-State = dict[str, Any]
+DecoderState = dict[str, Any]  # what init_decoder returns: tensors (or lists of them), batch first
 
 
 @runtime_checkable
@@ -72,13 +72,13 @@ class Seq2SeqModel(Protocol):
         """Teacher forcing: logits ``(B, T, V)``, or ``(logits, attention)``."""
         ...
 
-    def init_decoder(self, src: torch.Tensor, use_cache: bool = False) -> State: ...
+    def init_decoder(self, src: torch.Tensor, use_cache: bool = False) -> DecoderState: ...
 
     def decode_step(
-        self, tokens: torch.Tensor, state: State
-    ) -> tuple[torch.Tensor, State, dict[str, torch.Tensor]]: ...
+        self, tokens: torch.Tensor, state: DecoderState
+    ) -> tuple[torch.Tensor, DecoderState, dict[str, torch.Tensor]]: ...
 
-    def reorder_state(self, state: State, index: torch.Tensor) -> State: ...
+    def reorder_state(self, state: DecoderState, index: torch.Tensor) -> DecoderState: ...
 
 
 _MEMBERS = (
