@@ -138,7 +138,35 @@ def _check_state(name: str, state, cell: str, batch: int, hidden_dim: int) -> St
 # --------------------------------------------------------------------------------------------
 
 
-class RNNEncoder(nn.Module):
+class _Recurrent(nn.Module):
+    """Embedding, dropout and a GRU, LSTM or plain RNN: what the encoder and the decoders share."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_dim: int,
+        hidden_dim: int,
+        cell: str,
+        dropout: float,
+        pad_id: int,
+        bidirectional: bool = False,
+    ):
+        super().__init__()
+        check_positive_int("vocab_size", vocab_size)
+        check_positive_int("emb_dim", emb_dim)
+        check_positive_int("hidden_dim", hidden_dim)
+        self.cell = _check_cell(cell)
+        self.pad_id = _check_pad_id(pad_id, vocab_size)
+        self.vocab_size, self.hidden_dim = vocab_size, hidden_dim
+        self.bidirectional = bool(bidirectional)
+        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
+        self.dropout = nn.Dropout(check_probability("dropout", dropout))
+        self.rnn = _RNN_CLASSES[cell](
+            emb_dim, hidden_dim, batch_first=True, bidirectional=self.bidirectional
+        )
+
+
+class RNNEncoder(_Recurrent):
     """Embed the source and run a GRU (default), LSTM or plain RNN over it.
 
     ``forward(src (B, S)) -> (outputs (B, S, D), final)``:
@@ -162,20 +190,8 @@ class RNNEncoder(nn.Module):
         dropout: float = 0.0,
         pad_id: int = 0,
     ):
-        super().__init__()
-        check_positive_int("vocab_size", vocab_size)
-        check_positive_int("emb_dim", emb_dim)
-        check_positive_int("hidden_dim", hidden_dim)
-        self.cell = _check_cell(cell)
-        self.pad_id = _check_pad_id(pad_id, vocab_size)
-        self.vocab_size, self.hidden_dim = vocab_size, hidden_dim
-        self.bidirectional = bool(bidirectional)
+        super().__init__(vocab_size, emb_dim, hidden_dim, cell, dropout, pad_id, bidirectional)
         self.output_dim = hidden_dim * (2 if self.bidirectional else 1)  # D
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
-        self.dropout = nn.Dropout(check_probability("dropout", dropout))
-        self.rnn = _RNN_CLASSES[cell](
-            emb_dim, hidden_dim, batch_first=True, bidirectional=self.bidirectional
-        )
 
     def source_mask(self, src: torch.Tensor) -> torch.Tensor:
         """``(B, S)`` bool, True at real tokens; checks that ``src`` is right-padded."""
@@ -225,22 +241,13 @@ class RNNEncoder(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
-class _RNNDecoderBase(nn.Module):
+class _RNNDecoderBase(_Recurrent):
     """Embedding, recurrence and output layer shared by both decoders."""
 
     def __init__(
         self, vocab_size: int, emb_dim: int, hidden_dim: int, cell: str, dropout: float, pad_id: int
     ):
-        super().__init__()
-        check_positive_int("vocab_size", vocab_size)
-        check_positive_int("emb_dim", emb_dim)
-        check_positive_int("hidden_dim", hidden_dim)
-        self.cell = _check_cell(cell)
-        self.pad_id = _check_pad_id(pad_id, vocab_size)
-        self.vocab_size, self.hidden_dim = vocab_size, hidden_dim
-        self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
-        self.dropout = nn.Dropout(check_probability("dropout", dropout))
-        self.rnn = _RNN_CLASSES[cell](emb_dim, hidden_dim, batch_first=True)
+        super().__init__(vocab_size, emb_dim, hidden_dim, cell, dropout, pad_id)
         self.out = nn.Linear(hidden_dim, vocab_size)  # W_o
 
     def _recur(self, tgt_in: torch.Tensor, state: State) -> tuple[torch.Tensor, State]:
