@@ -355,7 +355,8 @@ def main(argv=None) -> dict:
                 "source": source,
                 "target": target,
                 "prediction": data.tgt_vocab.decode(ids[0]),
-                "weights": att["cross"][0].round(decimals=4).tolist(),
+                # (L, S): the RNN's attention is one layer with one head
+                "weights": att["cross"][0, :, 0, 0].round(decimals=4).tolist(),
             }
 
     results["total_seconds"] = round(time.time() - t_start, 1)
