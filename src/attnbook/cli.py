@@ -18,6 +18,7 @@ import argparse
 import codecs
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -31,6 +32,10 @@ from pathlib import Path, PureWindowsPath
 import torch
 
 from . import __version__
+from ._options import add_dataclass_arguments, cli_default, cli_dest, values_from_options
+from ._options import fraction as _fraction
+from ._options import natural_int as _natural_int
+from ._options import positive_int as _positive_int
 from .data import (
     BOS,
     EOS,
@@ -44,9 +49,8 @@ from .data import (
 )
 from .decode import beam_search, greedy_decode
 from .train import (
+    DEFAULT_STEPS,
     HISTORY_KEYS,
-    OPTIMIZERS,
-    SCHEDULES,
     CheckpointError,
     NonFiniteLossError,
     TrainConfig,
@@ -69,7 +73,6 @@ __all__ = [
     "TRAIN_DEFAULTS",
     "TASK_NAMES",
     "SEQUENCE_TASKS",
-    "MODEL_DEFAULTS",
     "APPLIES_TO",
     "FIXED_ON_RESUME",
     "PER_INVOCATION",
@@ -92,26 +95,13 @@ __all__ = [
 MODELS = ("rnn", "rnn-attention", "transformer")
 TASK_NAMES = (*TASKS, "tsv")
 
-# Defaults of `train`, chosen to train fast on a 2-core CPU (benchmarks/train_speed.py).
-# The parser's own defaults are None, so that on --resume only the options given again
-# override the checkpoint's.
+# Defaults of `train`. The training options are the fields of TrainConfig, their defaults
+# its (one source: attnbook._options); the model and data options are the command line's
+# own, chosen to train fast on a 2-core CPU (benchmarks/train_speed.py). The parser's own
+# defaults are None, so that on --resume only the options given again override the
+# checkpoint's.
 TRAIN_DEFAULTS = {
     "model": "transformer",
-    "steps": None,
-    "epochs": None,
-    "max_seconds": None,
-    "batch_size": 64,
-    "optimizer": "adamw",
-    "lr": None,
-    "schedule": None,
-    "warmup": None,
-    "lr_scale": 0.7,
-    "weight_decay": 0.01,
-    "grad_clip": 1.0,
-    "label_smoothing": 0.1,
-    "eval_every": 250,
-    "eval_examples": 500,
-    "log_every": 25,
     # the Transformer
     "d_model": 64,
     "heads": 4,
@@ -137,20 +127,10 @@ TRAIN_DEFAULTS = {
     "max_pairs": None,
     "encoding": "utf-8",
     # the run
-    "device": "auto",
-    "amp": None,
-    "compile": False,
-    "seed": 0,
     "threads": None,
-    "out": None,
-    "quiet": False,
     "overwrite": False,
-}
-# model-dependent defaults: (schedule, lr, warmup, steps)
-MODEL_DEFAULTS = {
-    "transformer": {"schedule": "cosine", "lr": 3e-3, "warmup": 100, "steps": 2000},
-    "rnn": {"schedule": "cosine", "lr": 3e-3, "warmup": 50, "steps": 2000},
-    "rnn-attention": {"schedule": "cosine", "lr": 3e-3, "warmup": 50, "steps": 2000},
+    # the training options: TrainConfig's fields
+    **{cli_dest(f): cli_default(f) for f in dataclasses.fields(TrainConfig)},
 }
 # options a resumed run must keep (they decide the model, the data or the batch order)
 # (--data is checked by its content instead: see _find_data)
@@ -198,7 +178,8 @@ APPLIES_TO = {
     "max_len": ("task", (*SEQUENCE_TASKS, "tsv")),
     **dict.fromkeys(("data", "level", "lower", "max_pairs", "encoding"), ("task", ("tsv",))),
     "lr": ("schedule", ("constant", "cosine")),
-    "lr_scale": ("schedule", ("noam",)),
+    **dict.fromkeys(("lr_scale", "noam_d_model"), ("schedule", ("noam",))),
+    "min_lr_ratio": ("schedule", ("cosine",)),
 }
 # the files a run writes into --out (and evaluate beside the checkpoint)
 RUN_FILES = (
@@ -235,46 +216,6 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _natural_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
-    return value
 
 
 def _lengths(text: str) -> list[int]:
@@ -507,124 +448,15 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     g.add_argument("--dropout", type=_fraction, metavar="P", help="dropout" + _default("dropout"))
 
-    g = t.add_argument_group("optimisation")
-    length = g.add_mutually_exclusive_group()
-    length.add_argument(
-        "--steps",
-        type=_positive_int,
-        metavar="N",
-        help="total updates (default 2000 unless --epochs)",
-    )
-    length.add_argument(
-        "--epochs",
-        type=_positive_int,
-        metavar="N",
-        help="passes over the training data, instead of --steps",
-    )
-    g.add_argument(
-        "--max-seconds",
-        type=_positive_float,
-        metavar="S",
-        help="stop after S seconds of training (evaluations included), or when "
-        "--steps/--epochs are done if that comes first",
-    )
-    g.add_argument(
-        "--batch-size",
-        type=_positive_int,
-        metavar="N",
-        help="pairs per update, over all processes" + _default("batch_size"),
-    )
-    g.add_argument("--optimizer", choices=OPTIMIZERS, help="optimiser" + _default("optimizer"))
-    g.add_argument(
-        "--schedule",
-        choices=SCHEDULES,
-        help="learning-rate schedule: noam (the paper's warm-up, 1/sqrt(step) "
-        "decay), constant, or cosine (warm-up, then a cosine decay to 0.1 lr "
-        "at the last step) (default: cosine, which ends cleaner on short runs: "
-        "see benchmarks/results/train_speed.md)",
-    )
-    g.add_argument(
-        "--lr", type=_positive_float, help="peak learning rate of constant/cosine (default 3e-3)"
-    )
-    g.add_argument(
-        "--lr-scale",
-        type=_positive_float,
-        metavar="F",
-        help="noam: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
-        + _default("lr_scale"),
-    )
-    g.add_argument(
-        "--warmup",
-        type=_natural_int,
-        metavar="N",
-        help="warm-up steps (default: 100 for the transformer, 50 for the RNNs)",
-    )
-    g.add_argument(
-        "--weight-decay",
-        type=float,
-        metavar="W",
-        help="AdamW weight decay" + _default("weight_decay"),
-    )
-    g.add_argument(
-        "--grad-clip",
-        type=_positive_float,
-        metavar="NORM",
-        help="clip the gradient norm" + _default("grad_clip"),
-    )
-    g.add_argument(
-        "--label-smoothing",
-        type=_fraction,
-        metavar="EPS",
-        help="label smoothing" + _default("label_smoothing"),
-    )
-    g.add_argument(
-        "--eval-every",
-        type=_positive_int,
-        metavar="N",
-        help="evaluate (and save a checkpoint) every N steps" + _default("eval_every"),
-    )
-    g.add_argument(
-        "--eval-examples",
-        type=_positive_int,
-        metavar="N",
-        help="validation pairs decoded at each evaluation" + _default("eval_examples"),
-    )
-    g.add_argument(
-        "--log-every",
-        type=_positive_int,
-        metavar="N",
-        help="a history row every N steps" + _default("log_every"),
-    )
-
-    g = t.add_argument_group("run")
-    g.add_argument(
-        "--device", choices=DEVICES, help="auto = cuda, then mps, then cpu" + _default("device")
-    )
-    g.add_argument(
-        "--amp",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="mixed precision (default: on for CUDA, off elsewhere; on the CPU it "
-        "autocasts to bfloat16)",
-    )
-    g.add_argument(
-        "--compile",
-        action="store_true",
-        default=None,
-        help="torch.compile the model for training (minutes of compiling on a "
-        "CPU; worth it for long GPU runs)",
-    )
-    g.add_argument("--seed", type=_natural_int, help="random seed" + _default("seed"))
+    groups = {"optimisation": t.add_argument_group("optimisation"), "run": None}
+    groups["run"] = g = t.add_argument_group("run")
+    # every field of TrainConfig, with its default and help (see attnbook._options)
+    add_dataclass_arguments(t, TrainConfig, groups)
     g.add_argument(
         "--threads",
         type=_positive_int,
         metavar="N",
         help="torch CPU threads (default: torch's choice)",
-    )
-    g.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output folder (default: runs/TASK-MODEL; on --resume the checkpoint's folder)",
     )
     g.add_argument(
         "--resume",
@@ -636,9 +468,6 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="replace the run that --out already holds (refused without it)",
-    )
-    g.add_argument(
-        "--quiet", action="store_true", default=None, help="no progress bar or log lines"
     )
     t.set_defaults(func=cmd_train)
 
@@ -882,12 +711,9 @@ def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None,
     options.update(given)
     if options["task"] is None:
         raise ValueError("--task is required (or --resume CHECKPOINT)")
-    if "schedule" not in given and options["schedule"] is None:
-        options["schedule"] = MODEL_DEFAULTS[options["model"]]["schedule"]
     _refuse_what_does_not_apply(given, options)
-    for key, value in MODEL_DEFAULTS[options["model"]].items():
-        if options[key] is None and not (key == "steps" and options["epochs"]):
-            options[key] = value
+    if options["steps"] is None and options["epochs"] is None:
+        options["steps"] = DEFAULT_STEPS  # --max-seconds is a budget on top of it
     try:
         codecs.lookup(options["encoding"])
     except LookupError:
@@ -1074,29 +900,8 @@ def _lr_changes(trainer: Trainer, ckpt: dict) -> list[tuple]:
 
 
 def _train_config(o: dict, device: str) -> TrainConfig:
-    return TrainConfig(
-        steps=o["steps"],
-        epochs=o["epochs"],
-        max_seconds=o["max_seconds"],
-        batch_size=o["batch_size"],
-        optimizer=o["optimizer"],
-        lr=o["lr"],
-        schedule=o["schedule"],
-        warmup=o["warmup"],
-        lr_scale=o["lr_scale"],
-        weight_decay=o["weight_decay"],
-        grad_clip=o["grad_clip"],
-        label_smoothing=o["label_smoothing"],
-        eval_every=o["eval_every"],
-        eval_examples=o["eval_examples"],
-        log_every=o["log_every"],
-        device=device,
-        amp=o["amp"],
-        compile=o["compile"],
-        seed=o["seed"],
-        progress=not o["quiet"],
-        out_dir=o["out"],
-    )
+    """The TrainConfig of the resolved options ``o`` (an option left at None: its default)."""
+    return values_from_options(TrainConfig, o, device=device)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
