@@ -25,6 +25,7 @@ from attnbook._options import (
 )
 from attnbook.cli import (
     TRAIN_DEFAULTS,
+    TrainCommandOptions,
     _resolve_train_options,
     _train_config,
     build_parser,
@@ -342,13 +343,14 @@ def _train_actions():
 def test_every_train_config_field_is_a_train_option_with_its_default_and_help():
     """One source: the command line's training options are TrainConfig's fields."""
     actions = _train_actions()
-    for field in dataclasses.fields(TrainConfig):
+    fields = dataclasses.fields(TrainConfig) + dataclasses.fields(TrainCommandOptions)
+    for field in fields:
         dest = cli_dest(field)
         assert dest in actions, f"TrainConfig.{field.name} has no command-line option"
         action = actions[dest]
         assert action.help and action.help.strip(), f"--{dest} has no help"
         assert action.default is None  # so that --resume can tell what was given
-        assert TRAIN_DEFAULTS[dest] == cli_default(field), field.name
+        assert TRAIN_DEFAULTS.get(dest) == cli_default(field), field.name
         want = (not field.default) if field.metadata.get("invert") else field.default
         assert cli_default(field) == want
         if field.default is not None and not isinstance(field.default, bool):

@@ -32,7 +32,13 @@ from pathlib import Path, PureWindowsPath
 import torch
 
 from . import __version__
-from ._options import add_dataclass_arguments, cli_default, cli_dest, values_from_options
+from ._options import (
+    add_dataclass_arguments,
+    cli_default,
+    cli_dest,
+    option,
+    values_from_options,
+)
 from ._options import fraction as _fraction
 from ._options import natural_int as _natural_int
 from ._options import positive_int as _positive_int
@@ -71,6 +77,7 @@ __all__ = [
     "build_model",
     "MODELS",
     "TRAIN_DEFAULTS",
+    "TrainCommandOptions",
     "TASK_NAMES",
     "SEQUENCE_TASKS",
     "APPLIES_TO",
@@ -95,43 +102,160 @@ __all__ = [
 MODELS = ("rnn", "rnn-attention", "transformer")
 TASK_NAMES = (*TASKS, "tsv")
 
-# Defaults of `train`. The training options are the fields of TrainConfig, their defaults
-# its (one source: attnbook._options); the model and data options are the command line's
-# own, chosen to train fast on a 2-core CPU (benchmarks/train_speed.py). The parser's own
-# defaults are None, so that on --resume only the options given again override the
-# checkpoint's.
+
+@dataclasses.dataclass
+class TrainCommandOptions:
+    """The options of ``train`` that :class:`attnbook.train.TrainConfig` does not hold: the
+    task and its data, the model, and the run. Declared like TrainConfig's fields (one
+    source for each option's default, type and help); the parser is made from both."""
+
+    _data = "task and data"
+    task: str | None = option(
+        None,
+        "copy, reverse, sort (letter sequences), dates (human dates -> ISO) or tsv (your own "
+        "source<TAB>target file, --data); required unless --resume",
+        choices=TASK_NAMES,
+        group=_data,
+    )
+    data: str | None = option(
+        None,
+        "the .tsv file for --task tsv; on --resume, the run's file if it moved (or, "
+        "knowingly, a changed one)",
+        metavar="FILE",
+        group=_data,
+    )
+    encoding: str = option(
+        "utf-8",
+        "tsv: the file's text encoding, e.g. latin-1 or cp1252",
+        metavar="NAME",
+        group=_data,
+    )
+    n_train: int = option(
+        20000,
+        "training pairs of a synthetic task",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    n_val: int = option(
+        500,
+        "validation pairs (evaluated during training)",
+        type=_natural_int,
+        metavar="N",
+        group=_data,
+    )
+    n_test: int = option(
+        1000,
+        "held-out test pairs (scored at the end)",
+        type=_natural_int,
+        metavar="N",
+        group=_data,
+    )
+    min_len: int | None = option(
+        None,
+        "copy/reverse/sort: shortest input (default 3)",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    max_len: int | None = option(
+        None,
+        "copy/reverse/sort: longest input (default 10); tsv: longest sentence in tokens "
+        "(default 50)",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    n_symbols: int | None = option(
+        None,
+        "copy/reverse/sort: alphabet size, at most 26 (default 10)",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    level: str = option(
+        "word",
+        "tsv: word- or character-level vocabulary",
+        choices=("word", "char"),
+        group=_data,
+    )
+    lower: bool = option(False, "tsv: lower-case the text", group=_data, show_default=False)
+    max_pairs: int | None = option(
+        None,
+        "tsv: read at most N pairs of the file",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    model: str = option(
+        "transformer",
+        "rnn (fixed context vector), rnn-attention (RNN with attention) or transformer",
+        choices=MODELS,
+        group="model",
+    )
+    d_model: int = option(
+        64, "transformer: model width", type=_positive_int, metavar="N", group="model"
+    )
+    heads: int = option(
+        4, "transformer: attention heads", type=_positive_int, metavar="N", group="model"
+    )
+    layers: int = option(
+        1,
+        "transformer: encoder layers = decoder layers",
+        type=_positive_int,
+        metavar="N",
+        group="model",
+    )
+    d_ff: int = option(
+        256, "transformer: feed-forward width", type=_positive_int, metavar="N", group="model"
+    )
+    norm_first: bool = option(
+        True,
+        "transformer: pre-LN (trains faster at these sizes); --no-norm-first is the paper's "
+        "post-LN",
+        group="model",
+    )
+    emb: int = option(64, "rnn: embedding size", type=_positive_int, metavar="N", group="model")
+    hidden: int = option(
+        128, "rnn: hidden state size", type=_positive_int, metavar="N", group="model"
+    )
+    cell: str = option("gru", "rnn: cell", choices=("gru", "lstm", "rnn"), group="model")
+    score: str = option(
+        "additive",
+        "rnn-attention: alignment score",
+        choices=("additive", "dot", "general", "scaled_dot"),
+        group="model",
+    )
+    bidirectional: bool = option(
+        False, "rnn: bidirectional encoder", group="model", show_default=False
+    )
+    dropout: float = option(0.0, "dropout", type=_fraction, metavar="P", group="model")
+    threads: int | None = option(
+        None,
+        "torch CPU threads (default: torch's choice)",
+        type=_positive_int,
+        metavar="N",
+        group="run",
+    )
+    overwrite: bool = option(
+        False,
+        "replace the run that --out already holds (refused without it)",
+        group="run",
+        show_default=False,
+    )
+
+
+# Defaults of `train`: those of TrainCommandOptions (the model and data options, chosen to
+# train fast on a 2-core CPU: benchmarks/train_speed.py) and of TrainConfig (the training
+# options). The parser's own defaults are None, so that on --resume only the options given
+# again override the checkpoint's.
 TRAIN_DEFAULTS = {
-    "model": "transformer",
-    # the Transformer
-    "d_model": 64,
-    "heads": 4,
-    "layers": 1,
-    "d_ff": 256,
-    "dropout": 0.0,
-    "norm_first": True,
-    # the RNNs
-    "emb": 64,
-    "hidden": 128,
-    "cell": "gru",
-    "score": "additive",
-    "bidirectional": False,
-    # the data
-    "n_train": 20000,
-    "n_val": 500,
-    "n_test": 1000,
-    "min_len": None,
-    "max_len": None,
-    "n_symbols": None,
-    "level": "word",
-    "lower": False,
-    "max_pairs": None,
-    "encoding": "utf-8",
-    # the run
-    "threads": None,
-    "overwrite": False,
-    # the training options: TrainConfig's fields
-    **{cli_dest(f): cli_default(f) for f in dataclasses.fields(TrainConfig)},
+    cli_dest(f): cli_default(f)
+    for cls in (TrainCommandOptions, TrainConfig)
+    for f in dataclasses.fields(cls)
+    if f.name not in ("task", "data")
 }
+
 # options a resumed run must keep (they decide the model, the data or the batch order)
 # (--data is checked by its content instead: see _find_data)
 FIXED_ON_RESUME = (
@@ -232,11 +356,6 @@ def _lengths(text: str) -> list[int]:
     return sorted(set(values))
 
 
-def _default(name: str) -> str:
-    value = TRAIN_DEFAULTS[name]
-    return f" (default: {value})" if value is not None else ""
-
-
 TRAIN_EXAMPLES = (
     """\
 examples:
@@ -324,150 +443,16 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "task or your own tab-separated sentence pairs.",
         epilog=TRAIN_EXAMPLES,
     )
-    g = t.add_argument_group("task and data")
-    g.add_argument(
-        "--task",
-        choices=TASK_NAMES,
-        help="copy, reverse, sort (letter sequences), dates (human dates -> ISO) or "
-        "tsv (your own source<TAB>target file, --data); required unless "
-        "--resume",
-    )
-    g.add_argument(
-        "--data",
-        metavar="FILE",
-        help="the .tsv file for --task tsv; on --resume, the run's file if it moved "
-        "(or, knowingly, a changed one)",
-    )
-    g.add_argument(
-        "--encoding",
-        metavar="NAME",
-        help="tsv: the file's text encoding, e.g. latin-1 or cp1252" + _default("encoding"),
-    )
-    g.add_argument(
-        "--n-train",
-        type=_positive_int,
-        metavar="N",
-        help="training pairs of a synthetic task" + _default("n_train"),
-    )
-    g.add_argument(
-        "--n-val",
-        type=_natural_int,
-        metavar="N",
-        help="validation pairs (evaluated during training)" + _default("n_val"),
-    )
-    g.add_argument(
-        "--n-test",
-        type=_natural_int,
-        metavar="N",
-        help="held-out test pairs (scored at the end)" + _default("n_test"),
-    )
-    g.add_argument(
-        "--min-len",
-        type=_positive_int,
-        metavar="N",
-        help="copy/reverse/sort: shortest input (default 3)",
-    )
-    g.add_argument(
-        "--max-len",
-        type=_positive_int,
-        metavar="N",
-        help="copy/reverse/sort: longest input (default 10); tsv: longest sentence "
-        "in tokens (default 50)",
-    )
-    g.add_argument(
-        "--n-symbols",
-        type=_positive_int,
-        metavar="N",
-        help="copy/reverse/sort: alphabet size, at most 26 (default 10)",
-    )
-    g.add_argument(
-        "--level",
-        choices=("word", "char"),
-        help="tsv: word- or character-level vocabulary" + _default("level"),
-    )
-    g.add_argument("--lower", action="store_true", default=None, help="tsv: lower-case the text")
-    g.add_argument(
-        "--max-pairs", type=_positive_int, metavar="N", help="tsv: read at most N pairs of the file"
-    )
-
-    g = t.add_argument_group("model")
-    g.add_argument(
-        "--model",
-        choices=MODELS,
-        help="rnn (fixed context vector), rnn-attention (RNN with attention) or "
-        "transformer" + _default("model"),
-    )
-    g.add_argument(
-        "--d-model",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: model width" + _default("d_model"),
-    )
-    g.add_argument(
-        "--heads",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: attention heads" + _default("heads"),
-    )
-    g.add_argument(
-        "--layers",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: encoder layers = decoder layers" + _default("layers"),
-    )
-    g.add_argument(
-        "--d-ff",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: feed-forward width" + _default("d_ff"),
-    )
-    g.add_argument(
-        "--norm-first",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="transformer: pre-LN (trains faster at these sizes); --no-norm-first "
-        "is the paper's post-LN" + _default("norm_first"),
-    )
-    g.add_argument(
-        "--emb", type=_positive_int, metavar="N", help="rnn: embedding size" + _default("emb")
-    )
-    g.add_argument(
-        "--hidden",
-        type=_positive_int,
-        metavar="N",
-        help="rnn: hidden state size" + _default("hidden"),
-    )
-    g.add_argument("--cell", choices=("gru", "lstm", "rnn"), help="rnn: cell" + _default("cell"))
-    g.add_argument(
-        "--score",
-        choices=("additive", "dot", "general", "scaled_dot"),
-        help="rnn-attention: alignment score" + _default("score"),
-    )
-    g.add_argument(
-        "--bidirectional", action="store_true", default=None, help="rnn: bidirectional encoder"
-    )
-    g.add_argument("--dropout", type=_fraction, metavar="P", help="dropout" + _default("dropout"))
-
-    groups = {"optimisation": t.add_argument_group("optimisation"), "run": None}
+    groups = {name: t.add_argument_group(name) for name in ("task and data", "model")}
+    groups["optimisation"] = t.add_argument_group("optimisation")
     groups["run"] = g = t.add_argument_group("run")
-    # every field of TrainConfig, with its default and help (see attnbook._options)
+    # the fields of both, with their defaults and help (see attnbook._options)
+    add_dataclass_arguments(t, TrainCommandOptions, groups)
     add_dataclass_arguments(t, TrainConfig, groups)
-    g.add_argument(
-        "--threads",
-        type=_positive_int,
-        metavar="N",
-        help="torch CPU threads (default: torch's choice)",
-    )
     g.add_argument(
         "--resume",
         metavar="CHECKPOINT",
         help="continue a run from its checkpoint.pt, exactly where it stopped",
-    )
-    g.add_argument(
-        "--overwrite",
-        action="store_true",
-        default=None,
-        help="replace the run that --out already holds (refused without it)",
     )
     t.set_defaults(func=cmd_train)
 
