@@ -1,6 +1,8 @@
 """python -m attnbook: train / evaluate / translate, their outputs, errors, Ctrl-C and torchrun."""
 
+import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -15,9 +17,24 @@ import pytest
 import torch
 
 import attnbook
-from attnbook.cli import build_parser, main, program_name
+from attnbook._options import (
+    add_dataclass_arguments,
+    cli_default,
+    cli_dest,
+    option,
+    values_from_options,
+)
+from attnbook.cli import (
+    TRAIN_DEFAULTS,
+    TrainCommandOptions,
+    _resolve_train_options,
+    _train_config,
+    build_parser,
+    main,
+    program_name,
+)
 from attnbook.data import make_task
-from attnbook.train import load_checkpoint
+from attnbook.train import DEFAULT_STEPS, TrainConfig, load_checkpoint
 
 # a tiny model on a tiny task: a training run of a few tenths of a second
 TINY_DATA = [
@@ -337,6 +354,71 @@ def test_help_explains_every_option_with_examples(capsys):
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"
         code, out, _ = run([name, "--help"], capsys)
         assert code == 0 and "examples:" in out and f"python -m attnbook {name}" in out
+
+
+def _train_actions():
+    train = build_parser()._subparsers._group_actions[0].choices["train"]
+    return {a.dest: a for a in train._actions}
+
+
+def test_every_train_config_field_is_a_train_option_with_its_default_and_help():
+    """One source: the command line's training options are TrainConfig's fields."""
+    actions = _train_actions()
+    fields = dataclasses.fields(TrainConfig) + dataclasses.fields(TrainCommandOptions)
+    for field in fields:
+        dest = cli_dest(field)
+        assert dest in actions, f"TrainConfig.{field.name} has no command-line option"
+        action = actions[dest]
+        assert action.help and action.help.strip(), f"--{dest} has no help"
+        assert action.default is None  # so that --resume can tell what was given
+        assert TRAIN_DEFAULTS.get(dest) == cli_default(field), field.name
+        want = (not field.default) if field.metadata.get("invert") else field.default
+        assert cli_default(field) == want
+        if field.default is not None and not isinstance(field.default, bool):
+            shown = (
+                ",".join(map(str, field.default))
+                if isinstance(field.default, tuple)
+                else (str(field.default))
+            )
+            assert f"(default: {shown})" in action.help, field.name
+
+
+def test_train_with_no_options_trains_with_the_library_defaults(tmp_path):
+    """What `train --task copy` resolves to is TrainConfig() itself (but the run's length
+    and folder, which the command line fills in)."""
+    args = build_parser().parse_args(["train", "--task", "copy", "--out", str(tmp_path)])
+    options, _, _ = _resolve_train_options(args)
+    config = _train_config(options, options["device"])
+    library = TrainConfig()
+    for field in dataclasses.fields(TrainConfig):
+        if field.name in ("steps", "out_dir"):
+            continue
+        assert getattr(config, field.name) == getattr(library, field.name), field.name
+    assert config.steps == DEFAULT_STEPS
+
+
+def test_a_field_added_to_the_config_becomes_an_option():
+    @dataclasses.dataclass
+    class Extended(TrainConfig):
+        warmup_ratio: float = option(0.25, "a knob added later", type=float, group="x")
+
+    parser = argparse.ArgumentParser()
+    actions = add_dataclass_arguments(parser, Extended)
+    assert "--warmup-ratio" in actions["warmup_ratio"].option_strings
+    assert "a knob added later (default: 0.25)" == actions["warmup_ratio"].help
+    args = parser.parse_args(["--warmup-ratio", "0.5", "--lr", "0.01", "--quiet"])
+    config = values_from_options(Extended, vars(args))
+    assert (config.warmup_ratio, config.lr, config.progress) == (0.5, 0.01, False)
+
+
+def test_train_options_given_reach_the_config(tmp_path):
+    argv = ["train", "--task", "copy", "--out", str(tmp_path), "--betas", "0.8,0.9"]
+    argv += ["--min-lr-ratio", "0.5", "--no-bucket", "--adam-eps", "1e-6", "--quiet"]
+    args = build_parser().parse_args(argv)
+    options, _, _ = _resolve_train_options(args)
+    config = _train_config(options, "cpu")
+    assert (config.betas, config.min_lr_ratio, config.bucket) == ((0.8, 0.9), 0.5, False)
+    assert (config.adam_eps, config.progress, config.out_dir) == (1e-6, False, str(tmp_path))
 
 
 def test_version_and_the_program_name(capsys):

@@ -3,6 +3,7 @@
 import math
 import os
 import signal
+import sys
 
 import pytest
 import torch
@@ -114,7 +115,9 @@ def test_constant_and_cosine_schedules():
 
 
 def test_trainer_steps_the_schedule_once_per_update(task):
-    trainer = Trainer(transformer(task), task, config=quiet(steps=7, warmup=4, lr_scale=2.0))
+    trainer = Trainer(
+        transformer(task), task, config=quiet(steps=7, schedule="noam", warmup=4, lr_scale=2.0)
+    )
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(noam_lr(1, 16, 4, 2.0))
     trainer.fit()
     # update k ran with noam_lr(k); after 7 updates the 8th's rate is set
@@ -329,7 +332,7 @@ def test_torch_compile_option_is_used_for_training(task, monkeypatch):
 
 def test_resume_continues_exactly(task, tmp_path):
     n = 12
-    config = {"steps": 2 * n, "warmup": 5, "lr_scale": 3.0, "log_every": 1}
+    config = {"steps": 2 * n, "schedule": "noam", "warmup": 5, "lr_scale": 3.0, "log_every": 1}
     straight = Trainer(transformer(task, dropout=0.1), task, config=quiet(**config))
     straight_history = straight.fit()
 
@@ -530,6 +533,82 @@ def test_a_nan_loss_stops_with_the_step_and_saves_nothing_corrupt(task, tmp_path
     assert trainer.step == 4
     assert all(torch.isfinite(p).all() for p in model.parameters())  # the update never ran
     assert load_checkpoint(tmp_path / "checkpoint.pt")["step"] == 4
+
+
+def _nan_from_training_call(model, first_bad: int):
+    original = model.forward
+
+    def forward(src, tgt_in, *args, **kwargs):
+        logits = original(src, tgt_in, *args, **kwargs)
+        forward.calls += model.training
+        return logits * float("nan") if model.training and forward.calls >= first_bad else logits
+
+    forward.calls = 0
+    model.forward = forward
+    return model
+
+
+def test_a_nan_loss_between_two_syncs_is_found_at_the_next_and_names_its_step(task, tmp_path):
+    model = _nan_from_training_call(transformer(task), 3)
+    config = quiet(steps=10, log_every=5, eval_every=10, out_dir=str(tmp_path))
+    with pytest.raises(NonFiniteLossError, match="at step 3; .* read, at step 5") as info:
+        Trainer(model, task, config=config).fit()
+    assert (info.value.step, info.value.found_at) == (3, 5)
+    assert not (tmp_path / "checkpoint.pt").exists()  # nothing saved from that model
+
+
+_SYNCS = ("item", "tolist", "__bool__", "__float__", "__int__", "numpy")
+
+
+@pytest.fixture
+def no_host_sync(monkeypatch):
+    """Tensor -> Python number conversions called from the package raise (torch's own
+    internals, such as the optimiser's step counter on the CPU, are not the package's)."""
+
+    def guard(name):
+        original = getattr(torch.Tensor, name)
+
+        def guarded(self, *args, **kwargs):
+            caller = sys._getframe(1).f_globals.get("__name__", "")
+            if caller.startswith("attnbook"):
+                raise AssertionError(f"host sync: Tensor.{name} called in {caller}")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, guarded)
+
+    def install():
+        for name in _SYNCS:
+            guard(name)
+
+    return install
+
+
+@pytest.mark.parametrize("kind", ["transformer", "rnn-attention"])
+def test_a_training_step_makes_no_host_sync(task, no_host_sync, kind):
+    if kind == "transformer":
+        model = transformer(task, dropout=0.1)
+    else:
+        model = Seq2Seq(len(task.src_vocab), len(task.tgt_vocab), 8, 16, attention="additive")
+    trainer = Trainer(model, task, config=quiet(steps=4, grad_clip=1.0))
+    batch = trainer.order.peek()
+    trainer.train_step(batch)  # the first step of a fit checks the model's arguments
+    trainer.step += 1
+    no_host_sync()
+    before = [p.detach().clone() for p in model.parameters()]
+    for _ in range(2):
+        assert trainer.train_step(batch, sync=False) is None
+        trainer.step += 1
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert len(trainer._pending) == 2
+    with pytest.raises(AssertionError, match="host sync"):  # the guard does catch a sync
+        trainer.train_step(batch, sync=True)
+
+
+def test_the_losses_read_once_per_log_interval_are_the_losses_of_every_step(task):
+    every = Trainer(transformer(task), task, config=quiet(steps=12, log_every=1)).fit()
+    batched = Trainer(transformer(task), task, config=quiet(steps=12, log_every=4)).fit()
+    losses = [r["train_loss"] for r in every]
+    assert [r["train_loss"] for r in batched] == [sum(losses[i : i + 4]) / 4 for i in (0, 4, 8)]
 
 
 # --------------------------------------------------------------------------------------------

@@ -3,15 +3,93 @@
 Each check raises ``TypeError`` or ``ValueError`` with a message that names the argument,
 what it got and what it wants, so a caller's mistake never turns into a silent wrong shape or
 a NaN further down.
+
+The functions the book prints read as the math: their checks live in a check function that
+:func:`checked` runs once, at the API edge, before the function itself. While it runs, the
+checks of the calls it makes step aside (``scaled_dot_product_attention`` inside a checked
+``MultiHeadAttention.forward`` does not check again), and so do all checks while
+``torch.compile``, ``torch.export`` or the tracer record the model
+(:func:`checks_active`): a check may read a tensor's values (token ids in range), which a
+graph cannot hold. :func:`unchecked` turns the checks off where the caller has checked its
+data itself (the trainer: no host sync in its training step).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import threading
+from collections.abc import Callable, Sequence
 
 import torch
 
-__all__ = ["check_tensor", "check_positive_int", "check_probability", "check_same_size"]
+__all__ = [
+    "check_tensor",
+    "check_positive_int",
+    "check_probability",
+    "check_same_size",
+    "checked",
+    "checks_active",
+    "unchecked",
+]
+
+
+# --------------------------------------------------------------------------------------------
+# when checks run
+# --------------------------------------------------------------------------------------------
+
+_state = threading.local()
+
+
+def _recording() -> bool:
+    """True while torch.compile, torch.export or the JIT tracer records a graph."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
+def checks_active() -> bool:
+    """Whether argument checks run here: not inside a checked call (its edge has checked),
+    not under :func:`unchecked`, not while a graph is being recorded."""
+    return not getattr(_state, "off", 0) and not _recording()
+
+
+class unchecked:
+    """``with unchecked(): ...``: the package's argument checks step aside inside (for a
+    caller that has checked its data once itself). Nests; per thread."""
+
+    def __enter__(self):
+        _state.off = getattr(_state, "off", 0) + 1
+        return self
+
+    def __exit__(self, *exc):
+        _state.off -= 1
+        return False
+
+
+def checked(check: Callable) -> Callable:
+    """Decorator: ``@checked(check_fn)`` runs ``check_fn`` with the function's arguments
+    before the function, once at the API edge (see the module's docstring); the calls the
+    function makes are not checked again."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if getattr(_state, "off", 0) or _recording():
+                return fn(*args, **kwargs)
+            check(*args, **kwargs)
+            _state.off = 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _state.off = 0
+
+        wrapper.check = check
+        return wrapper
+
+    return decorate
+
+
+# --------------------------------------------------------------------------------------------
+# the checks
+# --------------------------------------------------------------------------------------------
 
 
 def check_tensor(

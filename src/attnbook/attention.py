@@ -25,7 +25,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
+from ._checks import (
+    check_positive_int,
+    check_probability,
+    check_same_size,
+    check_tensor,
+    checked,
+)
 
 __all__ = [
     "masked_softmax",
@@ -127,6 +133,22 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tenso
 # --------------------------------------------------------------------------------------------
 
 
+def _check_masked_softmax(scores, mask=None) -> None:
+    check_tensor("scores", scores, floating=True)
+    if scores.dim() < 1 or scores.shape[-1] == 0:
+        raise ValueError(
+            f"scores must have at least one key (last axis), got shape {tuple(scores.shape)}"
+        )
+    if mask is not None:
+        if scores.dim() < 2:
+            raise ValueError(
+                "scores must be (..., L_q, L_k) when a mask is given, got shape "
+                f"{tuple(scores.shape)}"
+            )
+        _check_mask(mask, scores.shape)
+
+
+@checked(_check_masked_softmax)
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     """Softmax over the last axis, giving exactly zero weight to masked keys.
 
@@ -134,18 +156,8 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> to
     attention is allowed. A row with no allowed key gets all-zero weights (not NaN), and its
     gradient stays finite.
     """
-    check_tensor("scores", scores, floating=True)
-    if scores.dim() < 1 or scores.shape[-1] == 0:
-        raise ValueError(
-            f"scores must have at least one key (last axis), got shape {tuple(scores.shape)}"
-        )
     if mask is None:
         return torch.softmax(scores, dim=-1)
-    if scores.dim() < 2:
-        raise ValueError(
-            f"scores must be (..., L_q, L_k) when a mask is given, got shape {tuple(scores.shape)}"
-        )
-    mask = _check_mask(mask, scores.shape)
     mask = mask.expand(scores.shape)
     # Rows where every key is masked would be softmax(-inf, ..., -inf) = NaN. Give them
     # finite scores (any value works) and zero them after the softmax.
@@ -189,26 +201,27 @@ def _check_query_keys(query, keys):
         )
 
 
+def _check_dot(query, keys) -> None:
+    _check_query_keys(query, keys)
+    check_same_size("query", query.shape[-1], "keys", keys.shape[-1], "last dimension (d)")
+
+
+@checked(_check_dot)
 def dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """Luong's dot score, ``score(q, k) = q . k``.
 
     query ``(..., L_q, d)``, keys ``(..., L_k, d)`` -> scores ``(..., L_q, L_k)``.
     """
-    _check_query_keys(query, keys)
-    check_same_size("query", query.shape[-1], "keys", keys.shape[-1], "last dimension (d)")
     return query @ keys.transpose(-2, -1)
 
 
+@checked(_check_dot)
 def scaled_dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
     """Vaswani's scaled dot score, ``score(q, k) = q . k / sqrt(d_k)``."""
     return dot_score(query, keys) / math.sqrt(query.shape[-1])
 
 
-def general_score(query: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """Luong's general score, ``score(q, k) = q^T W_a k`` with ``W_a`` of shape ``(d_q, d_k)``.
-
-    Unlike the dot score, ``q`` and ``k`` may have different sizes.
-    """
+def _check_general(query, keys, weight) -> None:
     _check_query_keys(query, keys)
     check_tensor("weight", weight, ndim=2, floating=True, shape_hint="(d_q, d_k)")
     if weight.shape != (query.shape[-1], keys.shape[-1]):
@@ -216,18 +229,18 @@ def general_score(query: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor)
             f"weight must have shape (d_q, d_k) = ({query.shape[-1]}, "
             f"{keys.shape[-1]}), got {tuple(weight.shape)}"
         )
+
+
+@checked(_check_general)
+def general_score(query: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Luong's general score, ``score(q, k) = q^T W_a k`` with ``W_a`` of shape ``(d_q, d_k)``.
+
+    Unlike the dot score, ``q`` and ``k`` may have different sizes.
+    """
     return (query @ weight) @ keys.transpose(-2, -1)
 
 
-def additive_score(
-    query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor, v_a: torch.Tensor
-) -> torch.Tensor:
-    """Bahdanau's additive score, ``score(q, k) = v_a^T tanh(W_a [q; k])``.
-
-    ``w_a`` is ``(d_attn, d_q + d_k)`` and ``v_a`` is ``(d_attn,)``. The concatenation is never
-    built: ``W_a [q; k] = W_a[:, :d_q] q + W_a[:, d_q:] k``, so the query part is computed
-    once per query and the key part once per key, then broadcast to every (query, key) pair.
-    """
+def _check_additive(query, keys, w_a, v_a) -> None:
     _check_query_keys(query, keys)
     d_q, d_k = query.shape[-1], keys.shape[-1]
     check_tensor("w_a", w_a, ndim=2, floating=True, shape_hint="(d_attn, d_q + d_k)")
@@ -238,6 +251,19 @@ def additive_score(
             f"got {tuple(w_a.shape)}"
         )
     check_same_size("w_a", w_a.shape[0], "v_a", v_a.shape[0], "attention size (d_attn)")
+
+
+@checked(_check_additive)
+def additive_score(
+    query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor, v_a: torch.Tensor
+) -> torch.Tensor:
+    """Bahdanau's additive score, ``score(q, k) = v_a^T tanh(W_a [q; k])``.
+
+    ``w_a`` is ``(d_attn, d_q + d_k)`` and ``v_a`` is ``(d_attn,)``. The concatenation is never
+    built: ``W_a [q; k] = W_a[:, :d_q] q + W_a[:, d_q:] k``, so the query part is computed
+    once per query and the key part once per key, then broadcast to every (query, key) pair.
+    """
+    d_q = query.shape[-1]
     from_query = query @ w_a[:, :d_q].T  # (..., L_q, d_attn)
     from_keys = keys @ w_a[:, d_q:].T  # (..., L_k, d_attn)
     hidden = torch.tanh(
@@ -251,6 +277,24 @@ def additive_score(
 # --------------------------------------------------------------------------------------------
 
 
+def _check_sdpa(q, k, v, mask=None, dropout_p=0.0) -> None:
+    check_tensor("q", q, floating=True, shape_hint="(..., L_q, d_k)")
+    check_tensor("k", k, floating=True, shape_hint="(..., L_k, d_k)")
+    check_tensor("v", v, floating=True, shape_hint="(..., L_k, d_v)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., L, d), got shape {tuple(t.shape)}"
+            )
+    check_same_size("q", q.shape[-1], "k", k.shape[-1], "last dimension (d_k)")
+    check_same_size("k", k.shape[-2], "v", v.shape[-2], "number of positions (L_k)")
+    check_probability("dropout_p", dropout_p)
+    if mask is not None:  # against the scores (..., L_q, L_k)
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        _check_mask(mask, torch.Size((*batch, q.shape[-2], k.shape[-2])))
+
+
+@checked(_check_sdpa)
 def scaled_dot_product_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -267,17 +311,6 @@ def scaled_dot_product_attention(
     weights before dropout (dropout, if ``dropout_p > 0``, is applied to the weights that mix
     the values, as in the paper).
     """
-    check_tensor("q", q, floating=True, shape_hint="(..., L_q, d_k)")
-    check_tensor("k", k, floating=True, shape_hint="(..., L_k, d_k)")
-    check_tensor("v", v, floating=True, shape_hint="(..., L_k, d_v)")
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        if t.dim() < 2:
-            raise ValueError(
-                f"{name} must have at least 2 dimensions (..., L, d), got shape {tuple(t.shape)}"
-            )
-    check_same_size("q", q.shape[-1], "k", k.shape[-1], "last dimension (d_k)")
-    check_same_size("k", k.shape[-2], "v", v.shape[-2], "number of positions (L_k)")
-    dropout_p = check_probability("dropout_p", dropout_p)
     scores = scaled_dot_score(q, k)  # (..., L_q, L_k)
     weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
     mixing = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
@@ -297,6 +330,29 @@ class _ScoredAttention(nn.Module):
     def score(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
 
+    def check_score(self, query: torch.Tensor, keys: torch.Tensor) -> None:
+        """The checks of :meth:`score` (run once, by :meth:`forward`'s check)."""
+
+    def _check_forward(self, query, keys, values=None, mask=None) -> None:
+        check_tensor(
+            "query", query, ndim=(2, 3), floating=True, shape_hint="(B, d_q) or (B, L_q, d_q)"
+        )
+        check_tensor("keys", keys, ndim=3, floating=True, shape_hint="(B, L_k, d_k)")
+        values = keys if values is None else values
+        check_tensor("values", values, ndim=3, floating=True, shape_hint="(B, L_k, d_v)")
+        check_same_size("query", query.shape[0], "keys", keys.shape[0], "batch size")
+        check_same_size("keys", keys.shape[0], "values", values.shape[0], "batch size")
+        check_same_size(
+            "keys", keys.shape[1], "values", values.shape[1], "number of positions (L_k)"
+        )
+        q = query.unsqueeze(1) if query.dim() == 2 else query
+        self.check_score(q, keys)
+        if mask is not None:
+            check_tensor("mask", mask, boolean=True)
+            mask = mask.unsqueeze(1) if mask.dim() == 2 else mask
+            _check_mask(mask, torch.Size((q.shape[0], q.shape[1], keys.shape[1])))
+
+    @checked(_check_forward)
     def forward(
         self,
         query: torch.Tensor,
@@ -312,17 +368,7 @@ class _ScoredAttention(nn.Module):
         source tokens. context is ``(B, d_v)`` or ``(B, L_q, d_v)``; weights ``(B, L_k)`` or
         ``(B, L_q, L_k)``.
         """
-        check_tensor(
-            "query", query, ndim=(2, 3), floating=True, shape_hint="(B, d_q) or (B, L_q, d_q)"
-        )
-        check_tensor("keys", keys, ndim=3, floating=True, shape_hint="(B, L_k, d_k)")
         values = keys if values is None else values
-        check_tensor("values", values, ndim=3, floating=True, shape_hint="(B, L_k, d_v)")
-        check_same_size("query", query.shape[0], "keys", keys.shape[0], "batch size")
-        check_same_size("keys", keys.shape[0], "values", values.shape[0], "batch size")
-        check_same_size(
-            "keys", keys.shape[1], "values", values.shape[1], "number of positions (L_k)"
-        )
         single = query.dim() == 2
         q = query.unsqueeze(1) if single else query
         if mask is not None and mask.dim() == 2:
@@ -357,6 +403,9 @@ class AdditiveAttention(_ScoredAttention):
     def score(self, query, keys):
         return additive_score(query, keys, self.w_a.weight, self.v_a.weight[0])
 
+    def check_score(self, query, keys):
+        additive_score.check(query, keys, self.w_a.weight, self.v_a.weight[0])
+
 
 class DotAttention(_ScoredAttention):
     """Luong's dot attention, ``score(s, h) = s . h``; ``scaled=True`` divides by sqrt(d)."""
@@ -368,6 +417,9 @@ class DotAttention(_ScoredAttention):
 
     def score(self, query, keys):
         return scaled_dot_score(query, keys) if self.scaled else dot_score(query, keys)
+
+    def check_score(self, query, keys):
+        dot_score.check(query, keys)
 
 
 class GeneralAttention(_ScoredAttention):
@@ -384,6 +436,9 @@ class GeneralAttention(_ScoredAttention):
 
     def score(self, query, keys):
         return general_score(query, keys, self.w_a)
+
+    def check_score(self, query, keys):
+        general_score.check(query, keys, self.w_a)
 
 
 SCORE_FUNCTIONS = ("additive", "dot", "general", "scaled_dot")
@@ -476,6 +531,30 @@ class MultiHeadAttention(nn.Module):
             out.extend(F.linear(x, weight, bias).chunk(len(group), dim=-1))
         return out[0], out[1], out[2]
 
+    def _check_forward(self, query, key, value, mask=None, need_weights=True) -> None:
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            check_tensor(name, t, ndim=3, floating=True, shape_hint="(B, L, d_model)")
+            if t.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have last dimension d_model={self.d_model}, got "
+                    f"shape {tuple(t.shape)}"
+                )
+        check_same_size("query", query.shape[0], "key", key.shape[0], "batch size")
+        check_same_size("key", key.shape[0], "value", value.shape[0], "batch size")
+        check_same_size("key", key.shape[1], "value", value.shape[1], "length (L_k)")
+        if mask is not None:
+            check_tensor(
+                "mask",
+                mask,
+                ndim=(2, 3, 4),
+                boolean=True,
+                shape_hint="(L_q, L_k), (B, L_q, L_k) or (B, H, L_q, L_k)",
+            )
+            mask = mask.unsqueeze(1) if mask.dim() == 3 else mask  # (B, 1, L_q | 1, L_k)
+            b, l_q, l_k = query.shape[0], query.shape[1], key.shape[1]
+            _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)))
+
+    @checked(_check_forward)
     def forward(
         self,
         query: torch.Tensor,
@@ -493,29 +572,9 @@ class MultiHeadAttention(nn.Module):
         ``need_weights=False`` the fused ``F.scaled_dot_product_attention`` kernel is used and
         ``weights`` is None.
         """
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            check_tensor(name, t, ndim=3, floating=True, shape_hint="(B, L, d_model)")
-            if t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have last dimension d_model={self.d_model}, got "
-                    f"shape {tuple(t.shape)}"
-                )
-        check_same_size("query", query.shape[0], "key", key.shape[0], "batch size")
-        check_same_size("key", key.shape[0], "value", value.shape[0], "batch size")
-        check_same_size("key", key.shape[1], "value", value.shape[1], "length (L_k)")
-        b, l_q, l_k = query.shape[0], query.shape[1], key.shape[1]
-        if mask is not None:
-            check_tensor(
-                "mask",
-                mask,
-                ndim=(2, 3, 4),
-                boolean=True,
-                shape_hint="(L_q, L_k), (B, L_q, L_k) or (B, H, L_q, L_k)",
-            )
-            if mask.dim() == 3:
-                mask = mask.unsqueeze(1)  # (B, 1, L_q | 1, L_k)
-            _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)))
-
+        b, l_q = query.shape[0], query.shape[1]
+        if mask is not None and mask.dim() == 3:
+            mask = mask.unsqueeze(1)  # (B, 1, L_q | 1, L_k)
         q, k, v = (self._split_heads(t) for t in self._project(query, key, value))
         p = self.dropout if self.training else 0.0
         if need_weights:

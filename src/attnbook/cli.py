@@ -19,6 +19,7 @@ import argparse
 import codecs
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import math
@@ -32,6 +33,16 @@ from pathlib import Path, PureWindowsPath
 import torch
 
 from . import __version__
+from ._options import (
+    add_dataclass_arguments,
+    cli_default,
+    cli_dest,
+    option,
+    values_from_options,
+)
+from ._options import fraction as _fraction
+from ._options import natural_int as _natural_int
+from ._options import positive_int as _positive_int
 from .data import (
     EOS,
     TASKS,
@@ -45,9 +56,8 @@ from .data import (
 from .evaluate import exact_match_by_length, generate, translation_scores
 from .seq2seq import attention_map
 from .train import (
+    DEFAULT_STEPS,
     HISTORY_KEYS,
-    OPTIMIZERS,
-    SCHEDULES,
     CheckpointError,
     NonFiniteLossError,
     TrainConfig,
@@ -67,9 +77,9 @@ __all__ = [
     "build_model",
     "MODELS",
     "TRAIN_DEFAULTS",
+    "TrainCommandOptions",
     "TASK_NAMES",
     "SEQUENCE_TASKS",
-    "MODEL_DEFAULTS",
     "APPLIES_TO",
     "FIXED_ON_RESUME",
     "PER_INVOCATION",
@@ -92,66 +102,160 @@ __all__ = [
 MODELS = ("rnn", "rnn-attention", "transformer")
 TASK_NAMES = (*TASKS, "tsv")
 
-# Defaults of `train`, chosen to train fast on a 2-core CPU (benchmarks/train_speed.py).
-# The parser's own defaults are None, so that on --resume only the options given again
-# override the checkpoint's.
+
+@dataclasses.dataclass
+class TrainCommandOptions:
+    """The options of ``train`` that :class:`attnbook.train.TrainConfig` does not hold: the
+    task and its data, the model, and the run. Declared like TrainConfig's fields (one
+    source for each option's default, type and help); the parser is made from both."""
+
+    _data = "task and data"
+    task: str | None = option(
+        None,
+        "copy, reverse, sort (letter sequences), dates (human dates -> ISO) or tsv (your own "
+        "source<TAB>target file, --data); required unless --resume",
+        choices=TASK_NAMES,
+        group=_data,
+    )
+    data: str | None = option(
+        None,
+        "the .tsv file for --task tsv; on --resume, the run's file if it moved (or, "
+        "knowingly, a changed one)",
+        metavar="FILE",
+        group=_data,
+    )
+    encoding: str = option(
+        "utf-8",
+        "tsv: the file's text encoding, e.g. latin-1 or cp1252",
+        metavar="NAME",
+        group=_data,
+    )
+    n_train: int = option(
+        20000,
+        "training pairs of a synthetic task",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    n_val: int = option(
+        500,
+        "validation pairs (evaluated during training)",
+        type=_natural_int,
+        metavar="N",
+        group=_data,
+    )
+    n_test: int = option(
+        1000,
+        "held-out test pairs (scored at the end)",
+        type=_natural_int,
+        metavar="N",
+        group=_data,
+    )
+    min_len: int | None = option(
+        None,
+        "copy/reverse/sort: shortest input (default 3)",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    max_len: int | None = option(
+        None,
+        "copy/reverse/sort: longest input (default 10); tsv: longest sentence in tokens "
+        "(default 50)",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    n_symbols: int | None = option(
+        None,
+        "copy/reverse/sort: alphabet size, at most 26 (default 10)",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    level: str = option(
+        "word",
+        "tsv: word- or character-level vocabulary",
+        choices=("word", "char"),
+        group=_data,
+    )
+    lower: bool = option(False, "tsv: lower-case the text", group=_data, show_default=False)
+    max_pairs: int | None = option(
+        None,
+        "tsv: read at most N pairs of the file",
+        type=_positive_int,
+        metavar="N",
+        group=_data,
+    )
+    model: str = option(
+        "transformer",
+        "rnn (fixed context vector), rnn-attention (RNN with attention) or transformer",
+        choices=MODELS,
+        group="model",
+    )
+    d_model: int = option(
+        64, "transformer: model width", type=_positive_int, metavar="N", group="model"
+    )
+    heads: int = option(
+        4, "transformer: attention heads", type=_positive_int, metavar="N", group="model"
+    )
+    layers: int = option(
+        1,
+        "transformer: encoder layers = decoder layers",
+        type=_positive_int,
+        metavar="N",
+        group="model",
+    )
+    d_ff: int = option(
+        256, "transformer: feed-forward width", type=_positive_int, metavar="N", group="model"
+    )
+    norm_first: bool = option(
+        True,
+        "transformer: pre-LN (trains faster at these sizes); --no-norm-first is the paper's "
+        "post-LN",
+        group="model",
+    )
+    emb: int = option(64, "rnn: embedding size", type=_positive_int, metavar="N", group="model")
+    hidden: int = option(
+        128, "rnn: hidden state size", type=_positive_int, metavar="N", group="model"
+    )
+    cell: str = option("gru", "rnn: cell", choices=("gru", "lstm", "rnn"), group="model")
+    score: str = option(
+        "additive",
+        "rnn-attention: alignment score",
+        choices=("additive", "dot", "general", "scaled_dot"),
+        group="model",
+    )
+    bidirectional: bool = option(
+        False, "rnn: bidirectional encoder", group="model", show_default=False
+    )
+    dropout: float = option(0.0, "dropout", type=_fraction, metavar="P", group="model")
+    threads: int | None = option(
+        None,
+        "torch CPU threads (default: torch's choice)",
+        type=_positive_int,
+        metavar="N",
+        group="run",
+    )
+    overwrite: bool = option(
+        False,
+        "replace the run that --out already holds (refused without it)",
+        group="run",
+        show_default=False,
+    )
+
+
+# Defaults of `train`: those of TrainCommandOptions (the model and data options, chosen to
+# train fast on a 2-core CPU: benchmarks/train_speed.py) and of TrainConfig (the training
+# options). The parser's own defaults are None, so that on --resume only the options given
+# again override the checkpoint's.
 TRAIN_DEFAULTS = {
-    "model": "transformer",
-    "steps": None,
-    "epochs": None,
-    "max_seconds": None,
-    "batch_size": 64,
-    "optimizer": "adamw",
-    "lr": None,
-    "schedule": None,
-    "warmup": None,
-    "lr_scale": 0.7,
-    "weight_decay": 0.01,
-    "grad_clip": 1.0,
-    "label_smoothing": 0.1,
-    "eval_every": 250,
-    "eval_examples": 500,
-    "log_every": 25,
-    # the Transformer
-    "d_model": 64,
-    "heads": 4,
-    "layers": 1,
-    "d_ff": 256,
-    "dropout": 0.0,
-    "norm_first": True,
-    # the RNNs
-    "emb": 64,
-    "hidden": 128,
-    "cell": "gru",
-    "score": "additive",
-    "bidirectional": False,
-    # the data
-    "n_train": 20000,
-    "n_val": 500,
-    "n_test": 1000,
-    "min_len": None,
-    "max_len": None,
-    "n_symbols": None,
-    "level": "word",
-    "lower": False,
-    "max_pairs": None,
-    "encoding": "utf-8",
-    # the run
-    "device": "auto",
-    "amp": None,
-    "compile": False,
-    "seed": 0,
-    "threads": None,
-    "out": None,
-    "quiet": False,
-    "overwrite": False,
+    cli_dest(f): cli_default(f)
+    for cls in (TrainCommandOptions, TrainConfig)
+    for f in dataclasses.fields(cls)
+    if f.name not in ("task", "data")
 }
-# model-dependent defaults: (schedule, lr, warmup, steps)
-MODEL_DEFAULTS = {
-    "transformer": {"schedule": "cosine", "lr": 3e-3, "warmup": 100, "steps": 2000},
-    "rnn": {"schedule": "cosine", "lr": 3e-3, "warmup": 50, "steps": 2000},
-    "rnn-attention": {"schedule": "cosine", "lr": 3e-3, "warmup": 50, "steps": 2000},
-}
+
 # options a resumed run must keep (they decide the model, the data or the batch order)
 # (--data is checked by its content instead: see _find_data)
 FIXED_ON_RESUME = (
@@ -198,7 +302,8 @@ APPLIES_TO = {
     "max_len": ("task", (*SEQUENCE_TASKS, "tsv")),
     **dict.fromkeys(("data", "level", "lower", "max_pairs", "encoding"), ("task", ("tsv",))),
     "lr": ("schedule", ("constant", "cosine")),
-    "lr_scale": ("schedule", ("noam",)),
+    **dict.fromkeys(("lr_scale", "noam_d_model"), ("schedule", ("noam",))),
+    "min_lr_ratio": ("schedule", ("cosine",)),
 }
 # the files a run writes into --out (and evaluate beside the checkpoint)
 RUN_FILES = (
@@ -237,46 +342,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def _natural_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text!r}") from None
-    if not 0.0 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
-    return value
-
-
 def _lengths(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -289,11 +354,6 @@ def _lengths(text: str) -> list[int]:
             f"must be comma-separated positive integers such as 5,10,20, got {text!r}"
         )
     return sorted(set(values))
-
-
-def _default(name: str) -> str:
-    value = TRAIN_DEFAULTS[name]
-    return f" (default: {value})" if value is not None else ""
 
 
 TRAIN_EXAMPLES = (
@@ -385,262 +445,16 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         "task or your own tab-separated sentence pairs.",
         epilog=TRAIN_EXAMPLES,
     )
-    g = t.add_argument_group("task and data")
-    g.add_argument(
-        "--task",
-        choices=TASK_NAMES,
-        help="copy, reverse, sort (letter sequences), dates (human dates -> ISO) or "
-        "tsv (your own source<TAB>target file, --data); required unless "
-        "--resume",
-    )
-    g.add_argument(
-        "--data",
-        metavar="FILE",
-        help="the .tsv file for --task tsv; on --resume, the run's file if it moved "
-        "(or, knowingly, a changed one)",
-    )
-    g.add_argument(
-        "--encoding",
-        metavar="NAME",
-        help="tsv: the file's text encoding, e.g. latin-1 or cp1252" + _default("encoding"),
-    )
-    g.add_argument(
-        "--n-train",
-        type=_positive_int,
-        metavar="N",
-        help="training pairs of a synthetic task" + _default("n_train"),
-    )
-    g.add_argument(
-        "--n-val",
-        type=_natural_int,
-        metavar="N",
-        help="validation pairs (evaluated during training)" + _default("n_val"),
-    )
-    g.add_argument(
-        "--n-test",
-        type=_natural_int,
-        metavar="N",
-        help="held-out test pairs (scored at the end)" + _default("n_test"),
-    )
-    g.add_argument(
-        "--min-len",
-        type=_positive_int,
-        metavar="N",
-        help="copy/reverse/sort: shortest input (default 3)",
-    )
-    g.add_argument(
-        "--max-len",
-        type=_positive_int,
-        metavar="N",
-        help="copy/reverse/sort: longest input (default 10); tsv: longest sentence "
-        "in tokens (default 50)",
-    )
-    g.add_argument(
-        "--n-symbols",
-        type=_positive_int,
-        metavar="N",
-        help="copy/reverse/sort: alphabet size, at most 26 (default 10)",
-    )
-    g.add_argument(
-        "--level",
-        choices=("word", "char"),
-        help="tsv: word- or character-level vocabulary" + _default("level"),
-    )
-    g.add_argument("--lower", action="store_true", default=None, help="tsv: lower-case the text")
-    g.add_argument(
-        "--max-pairs", type=_positive_int, metavar="N", help="tsv: read at most N pairs of the file"
-    )
-
-    g = t.add_argument_group("model")
-    g.add_argument(
-        "--model",
-        choices=MODELS,
-        help="rnn (fixed context vector), rnn-attention (RNN with attention) or "
-        "transformer" + _default("model"),
-    )
-    g.add_argument(
-        "--d-model",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: model width" + _default("d_model"),
-    )
-    g.add_argument(
-        "--heads",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: attention heads" + _default("heads"),
-    )
-    g.add_argument(
-        "--layers",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: encoder layers = decoder layers" + _default("layers"),
-    )
-    g.add_argument(
-        "--d-ff",
-        type=_positive_int,
-        metavar="N",
-        help="transformer: feed-forward width" + _default("d_ff"),
-    )
-    g.add_argument(
-        "--norm-first",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="transformer: pre-LN (trains faster at these sizes); --no-norm-first "
-        "is the paper's post-LN" + _default("norm_first"),
-    )
-    g.add_argument(
-        "--emb", type=_positive_int, metavar="N", help="rnn: embedding size" + _default("emb")
-    )
-    g.add_argument(
-        "--hidden",
-        type=_positive_int,
-        metavar="N",
-        help="rnn: hidden state size" + _default("hidden"),
-    )
-    g.add_argument("--cell", choices=("gru", "lstm", "rnn"), help="rnn: cell" + _default("cell"))
-    g.add_argument(
-        "--score",
-        choices=("additive", "dot", "general", "scaled_dot"),
-        help="rnn-attention: alignment score" + _default("score"),
-    )
-    g.add_argument(
-        "--bidirectional", action="store_true", default=None, help="rnn: bidirectional encoder"
-    )
-    g.add_argument("--dropout", type=_fraction, metavar="P", help="dropout" + _default("dropout"))
-
-    g = t.add_argument_group("optimisation")
-    length = g.add_mutually_exclusive_group()
-    length.add_argument(
-        "--steps",
-        type=_positive_int,
-        metavar="N",
-        help="total updates (default 2000 unless --epochs)",
-    )
-    length.add_argument(
-        "--epochs",
-        type=_positive_int,
-        metavar="N",
-        help="passes over the training data, instead of --steps",
-    )
-    g.add_argument(
-        "--max-seconds",
-        type=_positive_float,
-        metavar="S",
-        help="stop after S seconds of training (evaluations included), or when "
-        "--steps/--epochs are done if that comes first",
-    )
-    g.add_argument(
-        "--batch-size",
-        type=_positive_int,
-        metavar="N",
-        help="pairs per update, over all processes" + _default("batch_size"),
-    )
-    g.add_argument("--optimizer", choices=OPTIMIZERS, help="optimiser" + _default("optimizer"))
-    g.add_argument(
-        "--schedule",
-        choices=SCHEDULES,
-        help="learning-rate schedule: noam (the paper's warm-up, 1/sqrt(step) "
-        "decay), constant, or cosine (warm-up, then a cosine decay to 0.1 lr "
-        "at the last step) (default: cosine, which ends cleaner on short runs: "
-        "see benchmarks/results/train_speed.md)",
-    )
-    g.add_argument(
-        "--lr", type=_positive_float, help="peak learning rate of constant/cosine (default 3e-3)"
-    )
-    g.add_argument(
-        "--lr-scale",
-        type=_positive_float,
-        metavar="F",
-        help="noam: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"
-        + _default("lr_scale"),
-    )
-    g.add_argument(
-        "--warmup",
-        type=_natural_int,
-        metavar="N",
-        help="warm-up steps (default: 100 for the transformer, 50 for the RNNs)",
-    )
-    g.add_argument(
-        "--weight-decay",
-        type=float,
-        metavar="W",
-        help="AdamW weight decay" + _default("weight_decay"),
-    )
-    g.add_argument(
-        "--grad-clip",
-        type=_positive_float,
-        metavar="NORM",
-        help="clip the gradient norm" + _default("grad_clip"),
-    )
-    g.add_argument(
-        "--label-smoothing",
-        type=_fraction,
-        metavar="EPS",
-        help="label smoothing" + _default("label_smoothing"),
-    )
-    g.add_argument(
-        "--eval-every",
-        type=_positive_int,
-        metavar="N",
-        help="evaluate (and save a checkpoint) every N steps" + _default("eval_every"),
-    )
-    g.add_argument(
-        "--eval-examples",
-        type=_positive_int,
-        metavar="N",
-        help="validation pairs decoded at each evaluation" + _default("eval_examples"),
-    )
-    g.add_argument(
-        "--log-every",
-        type=_positive_int,
-        metavar="N",
-        help="a history row every N steps" + _default("log_every"),
-    )
-
-    g = t.add_argument_group("run")
-    g.add_argument(
-        "--device", choices=DEVICES, help="auto = cuda, then mps, then cpu" + _default("device")
-    )
-    g.add_argument(
-        "--amp",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="mixed precision (default: on for CUDA, off elsewhere; on the CPU it "
-        "autocasts to bfloat16)",
-    )
-    g.add_argument(
-        "--compile",
-        action="store_true",
-        default=None,
-        help="torch.compile the model for training (minutes of compiling on a "
-        "CPU; worth it for long GPU runs)",
-    )
-    g.add_argument("--seed", type=_natural_int, help="random seed" + _default("seed"))
-    g.add_argument(
-        "--threads",
-        type=_positive_int,
-        metavar="N",
-        help="torch CPU threads (default: torch's choice)",
-    )
-    g.add_argument(
-        "--out",
-        metavar="DIR",
-        help="output folder (default: runs/TASK-MODEL; on --resume the checkpoint's folder)",
-    )
+    groups = {name: t.add_argument_group(name) for name in ("task and data", "model")}
+    groups["optimisation"] = t.add_argument_group("optimisation")
+    groups["run"] = g = t.add_argument_group("run")
+    # the fields of both, with their defaults and help (see attnbook._options)
+    add_dataclass_arguments(t, TrainCommandOptions, groups)
+    add_dataclass_arguments(t, TrainConfig, groups)
     g.add_argument(
         "--resume",
         metavar="CHECKPOINT",
         help="continue a run from its checkpoint.pt, exactly where it stopped",
-    )
-    g.add_argument(
-        "--overwrite",
-        action="store_true",
-        default=None,
-        help="replace the run that --out already holds (refused without it)",
-    )
-    g.add_argument(
-        "--quiet", action="store_true", default=None, help="no progress bar or log lines"
     )
     t.set_defaults(func=cmd_train)
 
@@ -869,12 +683,9 @@ def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None,
     options.update(given)
     if options["task"] is None:
         raise ValueError("--task is required (or --resume CHECKPOINT)")
-    if "schedule" not in given and options["schedule"] is None:
-        options["schedule"] = MODEL_DEFAULTS[options["model"]]["schedule"]
     _refuse_what_does_not_apply(given, options)
-    for key, value in MODEL_DEFAULTS[options["model"]].items():
-        if options[key] is None and not (key == "steps" and options["epochs"]):
-            options[key] = value
+    if options["steps"] is None and options["epochs"] is None:
+        options["steps"] = DEFAULT_STEPS  # --max-seconds is a budget on top of it
     try:
         codecs.lookup(options["encoding"])
     except LookupError:
@@ -1060,29 +871,8 @@ def _lr_changes(trainer: Trainer, ckpt: dict) -> list[tuple]:
 
 
 def _train_config(o: dict, device: str) -> TrainConfig:
-    return TrainConfig(
-        steps=o["steps"],
-        epochs=o["epochs"],
-        max_seconds=o["max_seconds"],
-        batch_size=o["batch_size"],
-        optimizer=o["optimizer"],
-        lr=o["lr"],
-        schedule=o["schedule"],
-        warmup=o["warmup"],
-        lr_scale=o["lr_scale"],
-        weight_decay=o["weight_decay"],
-        grad_clip=o["grad_clip"],
-        label_smoothing=o["label_smoothing"],
-        eval_every=o["eval_every"],
-        eval_examples=o["eval_examples"],
-        log_every=o["log_every"],
-        device=device,
-        amp=o["amp"],
-        compile=o["compile"],
-        seed=o["seed"],
-        progress=not o["quiet"],
-        out_dir=o["out"],
-    )
+    """The TrainConfig of the resolved options ``o`` (an option left at None: its default)."""
+    return values_from_options(TrainConfig, o, device=device)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

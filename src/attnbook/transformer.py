@@ -24,7 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_same_size, check_tensor
+from ._checks import (
+    check_positive_int,
+    check_probability,
+    check_same_size,
+    check_tensor,
+    checked,
+    checks_active,
+)
 from .attention import MultiHeadAttention, causal_mask, padding_mask, to_torch_multihead
 from .positional import PositionalEncoding
 
@@ -372,7 +379,11 @@ class Transformer(nn.Module):
     # ---------------------------------------------------------------------------- checks, masks
 
     def _check_tokens(self, name: str, tokens, vocab: str) -> torch.Tensor:
-        """Check token ids: ``(B, L)`` integer, 1 <= L <= max_len, ids in ``[0, vocab)``."""
+        """Check token ids: ``(B, L)`` integer, 1 <= L <= max_len, ids in ``[0, vocab)``.
+        Steps aside where checks do not run (:func:`attnbook._checks.checks_active`): the range
+        check reads the ids, a host sync on a GPU."""
+        if not checks_active():
+            return tokens
         vocab_size = getattr(self, vocab)
         check_tensor(name, tokens, ndim=2, integer=True, shape_hint="(B, L) of token ids")
         b, n = tokens.shape
@@ -397,7 +408,7 @@ class Transformer(nn.Module):
 
     @staticmethod
     def _check_mask(name: str, mask, b: int, l_q: int, l_k: int) -> None:
-        if mask is None:
+        if mask is None or not checks_active():
             return
         check_tensor(
             name,
@@ -427,6 +438,11 @@ class Transformer(nn.Module):
 
     # ---------------------------------------------------------------------------- the passes
 
+    def _check_encode(self, src, src_mask=None, return_attention=False) -> None:
+        self._check_tokens("src", src, "src_vocab_size")
+        self._check_mask("src_mask", src_mask, src.shape[0], src.shape[1], src.shape[1])
+
+    @checked(_check_encode)
     def encode(
         self,
         src: torch.Tensor,
@@ -438,14 +454,27 @@ class Transformer(nn.Module):
         ``src_mask`` defaults to :meth:`src_mask` (padding). With ``return_attention`` returns
         ``(memory, [per layer self-attention weights (B, H, S, S)])``.
         """
-        self._check_tokens("src", src, "src_vocab_size")
-        b, s = src.shape
         src_mask = self.src_mask(src) if src_mask is None else src_mask
-        self._check_mask("src_mask", src_mask, b, s, s)
         x = self.src_pos(self.src_embed(src) * math.sqrt(self.d_model))  # (B, S, d_model)
         memory, weights = self.encoder(x, src_mask, need_weights=return_attention)
         return (memory, weights) if return_attention else memory
 
+    def _check_decode(
+        self, tgt, memory, memory_mask=None, tgt_mask=None, return_attention=False
+    ) -> None:
+        self._check_tokens("tgt", tgt, "tgt_vocab_size")
+        check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, d_model)")
+        if memory.shape[-1] != self.d_model:
+            raise ValueError(
+                f"memory must have last dimension d_model={self.d_model}, got shape "
+                f"{tuple(memory.shape)}"
+            )
+        check_same_size("tgt", tgt.shape[0], "memory", memory.shape[0], "batch size")
+        b, t = tgt.shape
+        self._check_mask("tgt_mask", tgt_mask, b, t, t)
+        self._check_mask("memory_mask", memory_mask, b, t, memory.shape[1])
+
+    @checked(_check_decode)
     def decode(
         self,
         tgt: torch.Tensor,
@@ -462,18 +491,7 @@ class Transformer(nn.Module):
         :meth:`tgt_mask` (look-ahead and padding). With ``return_attention`` returns ``(logits,
         {"decoder_self": [per layer (B, H, T, T)], "cross": [per layer (B, H, T, S)]})``.
         """
-        self._check_tokens("tgt", tgt, "tgt_vocab_size")
-        check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, d_model)")
-        if memory.shape[-1] != self.d_model:
-            raise ValueError(
-                f"memory must have last dimension d_model={self.d_model}, got shape "
-                f"{tuple(memory.shape)}"
-            )
-        check_same_size("tgt", tgt.shape[0], "memory", memory.shape[0], "batch size")
-        b, t = tgt.shape
         tgt_mask = self.tgt_mask(tgt) if tgt_mask is None else tgt_mask
-        self._check_mask("tgt_mask", tgt_mask, b, t, t)
-        self._check_mask("memory_mask", memory_mask, b, t, memory.shape[1])
         x = self.tgt_pos(self.tgt_embed(tgt) * math.sqrt(self.d_model))  # (B, T, d_model)
         x, self_ws, cross_ws = self.decoder(
             x, memory, tgt_mask, memory_mask, need_weights=return_attention
@@ -483,6 +501,18 @@ class Transformer(nn.Module):
             return logits, {"decoder_self": self_ws, "cross": cross_ws}
         return logits
 
+    def _check_forward(
+        self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, return_attention=False
+    ) -> None:
+        self._check_tokens("src", src, "src_vocab_size")
+        self._check_tokens("tgt", tgt, "tgt_vocab_size")
+        check_same_size("src", src.shape[0], "tgt", tgt.shape[0], "batch size")
+        (b, s), t = src.shape, tgt.shape[1]
+        self._check_mask("src_mask", src_mask, b, s, s)
+        self._check_mask("tgt_mask", tgt_mask, b, t, t)
+        self._check_mask("memory_mask", memory_mask, b, t, s)
+
+    @checked(_check_forward)
     def forward(
         self,
         src: torch.Tensor,
@@ -501,9 +531,6 @@ class Transformer(nn.Module):
         ``{"encoder_self": [per layer (B, H, S, S)], "decoder_self": [per layer (B, H, T, T)],
         "cross": [per layer (B, H, T, S)]}``.
         """
-        self._check_tokens("src", src, "src_vocab_size")
-        self._check_tokens("tgt", tgt, "tgt_vocab_size")
-        check_same_size("src", src.shape[0], "tgt", tgt.shape[0], "batch size")
         if memory_mask is None:
             memory_mask = self.src_mask(src)  # (B, 1, S)
         if return_attention:

@@ -43,7 +43,7 @@ from .checkpoint import (
     load_checkpoint,
     remove_stale_temp_files,
 )
-from .config import OPTIMIZERS, SCHEDULES, TrainConfig
+from .config import DEFAULT_STEPS, OPTIMIZERS, SCHEDULES, TrainConfig
 from .losses import exact_match, label_smoothed_loss, token_accuracy
 from .runtime import init_distributed
 from .schedules import constant_lr, cosine_lr, noam_lr, scheduled_lr
@@ -52,6 +52,7 @@ from .trainer import HISTORY_KEYS, Trainer, train_model
 __all__ = [
     "OPTIMIZERS",
     "SCHEDULES",
+    "DEFAULT_STEPS",
     "CHECKPOINT_FORMAT",
     "label_smoothed_loss",
     "token_accuracy",

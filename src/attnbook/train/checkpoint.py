@@ -44,7 +44,9 @@ class NonFiniteLossError(FloatingPointError):
     """Training diverged: the training loss (``what="training loss"``, found before the update
     of ``step`` is applied), the validation loss or the weights became NaN or infinite.
     Nothing is saved from such a model: ``checkpoint`` is the last good one (None if none),
-    written at step ``saved_step``."""
+    written at step ``saved_step``. ``found_at``: the step at which a training loss was read,
+    when that came after its update (the trainer reads the losses once per ``log_every``
+    steps; None: before the update)."""
 
     def __init__(
         self,
@@ -54,8 +56,10 @@ class NonFiniteLossError(FloatingPointError):
         *,
         what: str = "training loss",
         saved_step: int | None = None,
+        found_at: int | None = None,
     ):
         self.step, self.loss, self.checkpoint = step, loss, checkpoint
+        self.found_at = found_at
         self.what, self.saved_step = what, saved_step
         at = f" (step {saved_step})" if saved_step is not None else ""
         kept = (
@@ -63,7 +67,13 @@ class NonFiniteLossError(FloatingPointError):
             if checkpoint
             else "no checkpoint was written"
         )
-        when = "before that update" if what == "training loss" else "without saving that model"
+        when = (
+            "without saving that model"
+            if what != "training loss"
+            else "before that update"
+            if found_at is None
+            else f"when the loss was read, at step {found_at}, without saving the model"
+        )
         super().__init__(
             f"the {what} became {loss} at step {step}; training stopped {when} "
             f"({kept}). Try a lower learning rate or lr scale, a longer warm-up, "

@@ -6,14 +6,26 @@ import dataclasses
 from dataclasses import dataclass
 
 from .._checks import check_positive_int, check_probability
+from .._options import (
+    float_pair,
+    fraction,
+    natural_int,
+    option,
+    positive_float,
+    positive_int,
+    unit_interval,
+)
 from ..utils import DEVICES
 from .schedules import _check_lr
 
-__all__ = ["OPTIMIZERS", "SCHEDULES", "TrainConfig"]
+__all__ = ["OPTIMIZERS", "SCHEDULES", "DEFAULT_STEPS", "TrainConfig"]
 
 
 OPTIMIZERS = ("adamw", "adam")
 SCHEDULES = ("noam", "constant", "cosine")
+# the length of a run given neither steps, epochs nor max_seconds (the command line: neither
+# --steps nor --epochs)
+DEFAULT_STEPS = 2000
 
 
 # --------------------------------------------------------------------------------------------
@@ -27,7 +39,7 @@ class TrainConfig:
 
     Length of the run: ``steps`` (total optimiser steps, those of a resumed run included), or
     ``epochs`` (passes over the training data), and/or ``max_seconds`` (wall-clock budget of
-    this call to :meth:`Trainer.fit`); with none of the three, 1000 steps.
+    this call to :meth:`Trainer.fit`); with none of the three, :data:`DEFAULT_STEPS`.
 
     Learning rate: ``schedule="noam"`` uses :func:`noam_lr` with ``d_model`` (default: the
     model's ``d_model``, else its ``hidden_dim``), ``warmup`` and ``lr_scale``; ``"constant"``
@@ -38,34 +50,154 @@ class TrainConfig:
     ``eval_examples`` caps how many validation examples are greedy-decoded at each
     evaluation (None: all). ``out_dir``: where ``checkpoint.pt`` is written (at every
     evaluation, at the end and on Ctrl-C); None writes nothing.
+
+    Each field is declared with :func:`attnbook._options.option`, which holds its help: the
+    command line's ``train`` options are made from these fields, so the two cannot disagree.
+    The defaults are those that train fastest on a 2-core CPU at the book's sizes
+    (``benchmarks/results/train_speed.md``): a cosine schedule, peak ``lr`` 3e-3 after 100
+    warm-up steps.
     """
 
-    steps: int | None = None
-    epochs: int | None = None
-    max_seconds: float | None = None
-    batch_size: int = 64
-    optimizer: str = "adamw"
-    lr: float = 1e-3
-    schedule: str = "noam"
-    warmup: int = 400
-    lr_scale: float = 1.0
-    d_model: int | None = None
-    min_lr_ratio: float = 0.1
-    betas: tuple[float, float] = (0.9, 0.98)
-    adam_eps: float = 1e-9
-    weight_decay: float = 0.01
-    grad_clip: float | None = 1.0
-    label_smoothing: float = 0.1
-    eval_every: int = 500
-    eval_examples: int | None = 500
-    log_every: int = 50
-    bucket: bool = True
-    device: str = "auto"
-    amp: bool | None = None
-    compile: bool = False
-    seed: int = 0
-    progress: bool = True
-    out_dir: str | None = None
+    # the length of the run
+    steps: int | None = option(
+        None,
+        f"total updates (default {DEFAULT_STEPS} unless --epochs)",
+        type=positive_int,
+        metavar="N",
+        group="optimisation",
+        exclusive="length",
+    )
+    epochs: int | None = option(
+        None,
+        "passes over the training data, instead of --steps",
+        type=positive_int,
+        metavar="N",
+        group="optimisation",
+        exclusive="length",
+    )
+    max_seconds: float | None = option(
+        None,
+        "stop after S seconds of training (evaluations included), or when "
+        "--steps/--epochs are done if that comes first",
+        type=positive_float,
+        metavar="S",
+        group="optimisation",
+    )
+    # the optimiser and its schedule
+    batch_size: int = option(
+        64,
+        "pairs per update, over all processes",
+        type=positive_int,
+        metavar="N",
+        group="optimisation",
+    )
+    optimizer: str = option("adamw", "optimiser", choices=OPTIMIZERS, group="optimisation")
+    lr: float = option(
+        3e-3, "peak learning rate of constant/cosine", type=positive_float, group="optimisation"
+    )
+    schedule: str = option(
+        "cosine",
+        "learning-rate schedule: noam (the paper's warm-up, 1/sqrt(step) decay), constant, "
+        "or cosine (warm-up, then a cosine decay to min-lr-ratio * lr at the last step; it "
+        "ends cleaner on short runs: see benchmarks/results/train_speed.md)",
+        choices=SCHEDULES,
+        group="optimisation",
+    )
+    warmup: int = option(100, "warm-up steps", type=natural_int, metavar="N", group="optimisation")
+    lr_scale: float = option(
+        1.0,
+        "noam: factor on d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)",
+        type=positive_float,
+        metavar="F",
+        group="optimisation",
+    )
+    d_model: int | None = option(
+        None,
+        "noam: the d_model of its formula (default: the model's d_model, else its hidden size)",
+        type=positive_int,
+        metavar="N",
+        flag="--noam-d-model",
+        dest="noam_d_model",
+        group="optimisation",
+    )
+    min_lr_ratio: float = option(
+        0.1,
+        "cosine: the last step's learning rate, as a fraction of lr",
+        type=unit_interval,
+        metavar="R",
+        group="optimisation",
+    )
+    betas: tuple[float, float] = option(
+        (0.9, 0.98), "Adam's beta1,beta2", type=float_pair, metavar="B1,B2", group="optimisation"
+    )
+    adam_eps: float = option(
+        1e-9, "Adam's epsilon", type=positive_float, metavar="EPS", group="optimisation"
+    )
+    weight_decay: float = option(
+        0.01, "AdamW weight decay", type=float, metavar="W", group="optimisation"
+    )
+    grad_clip: float | None = option(
+        1.0, "clip the gradient norm", type=positive_float, metavar="NORM", group="optimisation"
+    )
+    label_smoothing: float = option(
+        0.1, "label smoothing", type=fraction, metavar="EPS", group="optimisation"
+    )
+    # evaluation and logging
+    eval_every: int = option(
+        250,
+        "evaluate (and save a checkpoint) every N steps",
+        type=positive_int,
+        metavar="N",
+        group="optimisation",
+    )
+    eval_examples: int | None = option(
+        500,
+        "validation pairs decoded at each evaluation",
+        type=positive_int,
+        metavar="N",
+        group="optimisation",
+    )
+    log_every: int = option(
+        25, "a history row every N steps", type=positive_int, metavar="N", group="optimisation"
+    )
+    bucket: bool = option(
+        True,
+        "batches of similar lengths (less padding); --no-bucket shuffles freely",
+        group="optimisation",
+    )
+    # where and how it runs
+    device: str = option("auto", "auto = cuda, then mps, then cpu", choices=DEVICES, group="run")
+    amp: bool | None = option(
+        None,
+        "mixed precision (default: on for CUDA, off elsewhere; on the CPU it autocasts to "
+        "bfloat16)",
+        group="run",
+    )
+    compile: bool = option(
+        False,
+        "torch.compile the model for training (minutes of compiling on a CPU; worth it for "
+        "long GPU runs)",
+        group="run",
+        show_default=False,
+    )
+    seed: int = option(0, "random seed", type=natural_int, group="run")
+    progress: bool = option(
+        True,
+        "no progress bar or log lines",
+        flag="--quiet",
+        dest="quiet",
+        invert=True,
+        group="run",
+        show_default=False,
+    )
+    out_dir: str | None = option(
+        None,
+        "output folder (default: runs/TASK-MODEL; on --resume the checkpoint's folder)",
+        metavar="DIR",
+        flag="--out",
+        dest="out",
+        group="run",
+    )
 
     def __post_init__(self):
         for name in ("steps", "epochs", "d_model", "eval_examples"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_positive_int, check_probability, check_tensor
+from .._checks import check_positive_int, check_probability, check_tensor, checked
 from ..evaluate import exact_match  # one implementation, in the evaluator; kept here by name
 
 __all__ = ["label_smoothed_loss", "token_accuracy", "exact_match"]
@@ -32,6 +32,15 @@ def _check_logits_targets(logits, targets) -> None:
         )
 
 
+def _check_loss(logits, targets, pad_id=0, smoothing=0.0, reduction="mean") -> None:
+    _check_logits_targets(logits, targets)
+    check_positive_int("pad_id", pad_id, minimum=0)
+    check_probability("smoothing", smoothing)
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+
+
+@checked(_check_loss)
 def label_smoothed_loss(
     logits: torch.Tensor,
     targets: torch.Tensor,
@@ -50,11 +59,7 @@ def label_smoothed_loss(
     spread over all ``V`` classes). ``reduction="mean"`` averages over the real tokens,
     ``"sum"`` adds them up. Computed in float32 whatever the logits' dtype.
     """
-    _check_logits_targets(logits, targets)
-    check_positive_int("pad_id", pad_id, minimum=0)
-    eps = check_probability("smoothing", smoothing)
-    if reduction not in ("mean", "sum"):
-        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    eps = smoothing
     log_p = F.log_softmax(logits.float(), dim=-1)  # (B, T, V)
     real = targets != pad_id  # (B, T)
     nll = -log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T): -log p_y

@@ -5,20 +5,21 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from .._checks import check_positive_int
+from .._checks import check_positive_int, unchecked
 from ..data import BOS, EOS, Seq2SeqDataset, TaskData, Vocab, collate
 from ..decode import greedy_decode
 from ..seq2seq import check_seq2seq
 from ..utils import model_device
 from .batches import BatchOrder, _as_dataset, _check_fits
 from .checkpoint import CheckpointMixin, NonFiniteLossError
-from .config import TrainConfig
+from .config import DEFAULT_STEPS, TrainConfig
 from .losses import exact_match, label_smoothed_loss
 from .runtime import _amp_settings, _distributed, _resolve_device, _StopOnSignal
 from .schedules import scheduled_lr
@@ -134,6 +135,9 @@ class Trainer(CheckpointMixin):
             self.optimizer, lambda i: self.lr_at(i + 1)
         )  # update i + 1 runs with lr_at(i + 1)
         self.step, self.elapsed = 0, 0.0
+        self._fit_start = 0  # the step fit() started from
+        self._pending: list[tuple[torch.Tensor, int]] = []  # losses not read yet, tokens
+        self._losses: list[float] = []  # losses read since the last history row
         self.history: list[dict] = []
         self.interrupted: str | None = None  # "SIGINT" etc. when fit() was stopped
         self._updating = False  # inside an optimiser update (see fit)
@@ -163,7 +167,7 @@ class Trainer(CheckpointMixin):
             return c.steps
         if c.epochs is not None:
             return c.epochs * len(self.order)
-        return None if c.max_seconds is not None else 1000
+        return None if c.max_seconds is not None else DEFAULT_STEPS
 
     def lr_at(self, step: int) -> float:
         """The learning rate of update number ``step`` (1 = the first)."""
@@ -187,31 +191,33 @@ class Trainer(CheckpointMixin):
 
     # ------------------------------------------------------------------ one step
 
-    def train_step(self, indices: Sequence[int]) -> float:
-        """One update on the global batch ``indices``; returns its mean loss (all processes).
+    def train_step(self, indices: Sequence[int], *, sync: bool = True) -> float | None:
+        """One update on the global batch ``indices``.
 
-        Raises :class:`NonFiniteLossError` *before* touching the weights if the loss is NaN
-        or infinite.
+        ``sync=True``: returns its mean loss (all processes) and raises
+        :class:`NonFiniteLossError` *before* touching the weights if it is NaN or infinite.
+        ``sync=False``: nothing waits for the device (no ``.item()``, no host sync: the model's
+        argument checks, which read token ids, step aside after the first step of
+        :meth:`fit`); the loss stays on the device until the next step with ``sync=True``
+        reads every loss since the last sync at once, and checks them. Returns None.
+        :meth:`fit` syncs once per ``log_every`` steps.
         """
         global_tokens = sum(self.n_tokens[i] for i in indices)
         batch = self._batch(indices[self.rank :: self.world_size])  # this rank's share
         self.train_module.train()
-        with self._autocast():
+        with self._autocast(), self._checks():
             logits = self.train_module(batch.src, batch.tgt_in)  # (B, T, V)
-        if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
-            raise TypeError(
-                f"model(src, tgt_in) must return logits (B, T, V), got {type(logits).__name__}"
+            if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
+                raise TypeError(
+                    f"model(src, tgt_in) must return logits (B, T, V), got {type(logits).__name__}"
+                )
+            loss_sum = label_smoothed_loss(
+                logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, reduction="sum"
             )
-        loss_sum = label_smoothed_loss(
-            logits, batch.tgt_out, self.pad_id, self.config.label_smoothing, reduction="sum"
-        )
         # DDP averages gradients over processes: scale so the result is the global mean
         loss = loss_sum * (self.world_size / global_tokens)
-        (mean_loss,) = self._all_reduce([loss_sum.item() / global_tokens])
-        if not math.isfinite(mean_loss):
-            raise NonFiniteLossError(
-                self.step + 1, mean_loss, self._last_saved(), saved_step=self.saved_step
-            )
+        entry = (loss_sum.detach(), global_tokens)
+        mean_loss = self._sync_losses(entry) if sync else None
         self.scaler.scale(loss).backward()
         self._updating = True  # from here on, Ctrl-C must not save half an update
         if self.config.grad_clip is not None:
@@ -221,7 +227,45 @@ class Trainer(CheckpointMixin):
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
+        if not sync:
+            self._pending.append(entry)
         return mean_loss
+
+    def _checks(self):
+        """The model's argument checks run on the first step of a :meth:`fit` (the data are
+        the trainer's own, checked when it was built), not on later ones."""
+        return nullcontext() if self.step == self._fit_start else unchecked()
+
+    def _sync_losses(self, current: tuple[torch.Tensor, int] | None = None) -> float | None:
+        """Read the losses of the steps since the last sync and ``current``, the loss sum and
+        token count of the step now running (one host sync, one all-reduce); add those of
+        the finished steps to ``_losses``; return the current one's mean. A non-finite one
+        raises :class:`NonFiniteLossError` naming its step: before the update if it is the
+        current step's, else after the updates since."""
+        pending, self._pending = self._pending, []
+        if current is not None:
+            pending.append(current)
+        if not pending:
+            return None
+        sums = torch.stack([p for p, _ in pending]).double()  # this process's loss sums
+        if self.world_size > 1:
+            dist.all_reduce(sums)
+        values = [v / tokens for v, (_, tokens) in zip(sums.tolist(), pending, strict=True)]
+        for i, value in enumerate(values):
+            if not math.isfinite(value):
+                step = self.step + 1 - (len(values) - 1 - i)
+                raise NonFiniteLossError(
+                    step,
+                    value,
+                    self._last_saved(),
+                    saved_step=self.saved_step,
+                    found_at=None if i == len(values) - 1 else self.step + 1,
+                )
+        if current is None:
+            self._losses.extend(values)
+            return None
+        self._losses.extend(values[:-1])
+        return values[-1]
 
     # ------------------------------------------------------------------ the loop
 
@@ -234,7 +278,8 @@ class Trainer(CheckpointMixin):
 
         c = self.config
         self.interrupted, self._updating = None, False
-        start, losses, last_eval = time.perf_counter(), [], None
+        start, last_eval = time.perf_counter(), None
+        self._fit_start, self._pending, self._losses = self.step, [], []
         self._clock = (self.elapsed, start)  # seconds before this call, its start
         bar = tqdm(
             total=self.total_steps,
@@ -253,15 +298,19 @@ class Trainer(CheckpointMixin):
                     if self._agree_to_stop(out_of_time or stop.requested is not None):
                         self.interrupted = stop.requested
                         break
-                    losses.append(self.train_step(self.order.peek()))
+                    n = self.step + 1
+                    sync = n % c.log_every == 0 or n % c.eval_every == 0 or n == self.total_steps
+                    loss = self.train_step(self.order.peek(), sync=sync)
                     self.order.advance()
                     self.step += 1
                     self._updating = False  # the update is complete
+                    if loss is not None:
+                        self._losses.append(loss)
                     bar.update(1)
                     evaluate_now = self.step % c.eval_every == 0
                     if evaluate_now or self.step % c.log_every == 0:
-                        row = self._log_row(losses, evaluate_now)
-                        losses = []
+                        row = self._log_row(self._losses, evaluate_now)
+                        self._losses = []
                         last_eval = self.step if evaluate_now else last_eval
                         self._show(bar, row, tqdm.write if evaluate_now else None)
                         if evaluate_now:
@@ -273,6 +322,8 @@ class Trainer(CheckpointMixin):
             self.interrupted = "KeyboardInterrupt"
         finally:
             bar.close()
+        self._sync_losses()  # a run stopped between two syncs
+        losses, self._losses = self._losses, []
         final_eval = self.step != last_eval and not self.interrupted and self.val_data is not None
         row = None
         if losses or final_eval:
