@@ -243,9 +243,10 @@ def test_attention_explorer_shows_the_models_own_weights():
         ]
     )
     box.controls[1].index = 1
-    expected = viz.figure_to_png(
-        viz.attention_grid(causal_w[0], tokens, tokens, layer_names=["causal self, layer 1"]),
-        dpi=60,
+    expected = viz.view_png(
+        viz.attention_grid(
+            causal_w[0], tokens, tokens, layer_names=["causal self, layer 1"], max_cols=4
+        )
     )
     assert widgets.shown_view(box).value == expected  # the same picture, byte for byte
 

@@ -10,10 +10,13 @@ from __future__ import annotations
 import html
 import io
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import torch
+from matplotlib import font_manager
+from matplotlib.text import Text
 
 __all__ = [
     "to_numpy",
@@ -22,6 +25,13 @@ __all__ = [
     "matrix_to_latex",
     "matrix_to_html",
     "figure_to_png",
+    "view_png",
+    "use_cjk_font",
+    "CJK_FONT",
+    "VIEW_WIDTH",
+    "VIEW_TEXT_PX",
+    "view_dpi",
+    "smallest_text_px",
     "bottleneck_figure",
     "token_weights_html",
     "Cells",
@@ -33,6 +43,30 @@ __all__ = [
 ]
 
 Cells = Iterable[tuple[int, int]]
+
+# A subset of Noto Sans CJK SC (SIL Open Font License, attnbook/fonts/OFL.txt): the 3,755 common
+# characters of GB 2312 and every one the book uses (tests/make_cjk_font.py writes it).
+CJK_FONT = "Noto Sans CJK SC"
+_CJK_FONT_FILE = Path(__file__).with_name("fonts") / "NotoSansSC-attnbook.otf"
+
+
+def use_cjk_font() -> None:
+    """Let every figure draw Chinese labels (猫, 学生) instead of empty boxes.
+
+    matplotlib's default font, DejaVu Sans, has no Chinese glyphs. This registers the CJK font
+    the package ships and puts it after the default family, so Latin text looks as before and
+    a character DejaVu Sans lacks is taken from the CJK font. Importing :mod:`attnbook.viz`
+    calls it; calling it again changes nothing.
+    """
+    if not any(f.fname == str(_CJK_FONT_FILE) for f in font_manager.fontManager.ttflist):
+        font_manager.fontManager.addfont(str(_CJK_FONT_FILE))
+    family = plt.rcParams["font.family"]
+    family = [family] if isinstance(family, str) else list(family)
+    if CJK_FONT not in family:
+        plt.rcParams["font.family"] = [*family, CJK_FONT]
+
+
+use_cjk_font()
 
 
 def to_numpy(x) -> np.ndarray:
@@ -252,6 +286,58 @@ def figure_to_png(fig, dpi: int = 80, close: bool = True) -> bytes:
     return buf.getvalue()
 
 
+# An explorer's picture is drawn this many pixels wide: the book's text column is 768 px at a
+# 1280 px window, so a view fills most of it and stays legible (the issue asks for >= 600 px).
+VIEW_WIDTH = 720
+
+
+def view_dpi(fig, width: int = VIEW_WIDTH) -> float:
+    """The resolution at which ``fig``, cropped tight as :func:`view_png` crops it, is ``width``
+    pixels wide."""
+    fig.canvas.draw()  # lay the text out, so the tight box holds every label
+    inches = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1).width
+    return width / inches
+
+
+def smallest_text_px(fig, dpi: float) -> float:
+    """The size in pixels of the smallest visible text of ``fig`` drawn at ``dpi``."""
+    sizes = [
+        t.get_fontsize()
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
+    ]
+    return min(sizes, default=float("inf")) * dpi / 72
+
+
+# The smallest text of an explorer's picture is drawn this many pixels high, give or take: the
+# page's own text is 16 px, and a label under 11 px is hard to read.
+VIEW_TEXT_PX = (11.0, 15.0)
+
+
+def view_png(fig, width: int = VIEW_WIDTH, close: bool = True) -> bytes:
+    """Render ``fig`` to a PNG ``width`` pixels wide (give or take a pixel), for an explorer.
+
+    The resolution is chosen from the figure's size, so every explorer's views come out as
+    wide as the column whatever ``figsize`` drew them. Where that would draw the smallest label
+    under 11 px (a wide figure) or over 15 px (a small one), every text is scaled by the same
+    factor first and the layout redone, so labels stay readable and in proportion.
+    """
+    if isinstance(width, bool) or not isinstance(width, int) or not 200 <= width <= 2000:
+        raise ValueError(f"width must be an int number of pixels from 200 to 2000, got {width!r}")
+    low, high = VIEW_TEXT_PX
+    dpi = view_dpi(fig, width)
+    for _ in range(4):  # larger labels widen the figure a little, so settle in a few rounds
+        smallest = smallest_text_px(fig, dpi)
+        if smallest == float("inf") or low - 0.25 <= smallest <= high + 0.25:
+            break
+        scale = min(max(smallest, low), high) / smallest
+        for text in fig.findobj(Text):
+            text.set_fontsize(text.get_fontsize() * scale)
+        fig.tight_layout()
+        dpi = view_dpi(fig, width)
+    return figure_to_png(fig, dpi=dpi, close=close)
+
+
 def attention_grid(
     weights,
     x_labels: Sequence[str] | None = None,
@@ -260,11 +346,13 @@ def attention_grid(
     title: str = "",
     layer_names: Sequence[str] | None = None,
     cell: float = 2.2,
+    max_cols: int | None = None,
 ):
     """Heatmaps of every head (columns) of every layer (rows): ``weights`` is ``(L, H, q, k)``.
 
     A 3-D tensor ``(H, q, k)`` is one layer; a 2-D one is a single map. Token labels are put
-    on the outer axes only. Returns the ``Figure``.
+    on the outer axes only. With ``max_cols``, one layer's heads wrap onto rows of at most that
+    many maps, so eight heads stay legible at the width of the page. Returns the ``Figure``.
     """
     w = to_numpy(weights)
     if w.ndim == 2:
@@ -279,35 +367,48 @@ def attention_grid(
     n_layers, n_heads, n_q, n_k = w.shape
     if layer_names is not None and len(layer_names) != n_layers:
         raise ValueError(f"layer_names must have {n_layers} names, got {len(layer_names)}")
+    if max_cols is not None and (
+        isinstance(max_cols, bool) or not isinstance(max_cols, int) or max_cols < 1
+    ):
+        raise ValueError(f"max_cols must be a positive int or None, got {max_cols!r}")
+    # (row, column) of each map: layers are rows, unless one layer's heads wrap
+    if n_layers == 1 and max_cols is not None and n_heads > max_cols:
+        n_cols = max_cols
+        places = [(0, h, divmod(h, max_cols)) for h in range(n_heads)]
+    else:
+        n_cols = n_heads
+        places = [(la, h, (la, h)) for la in range(n_layers) for h in range(n_heads)]
+    n_rows = max(r for _, _, (r, _) in places) + 1
     fig, axes = plt.subplots(
-        n_layers,
-        n_heads,
+        n_rows,
+        n_cols,
         squeeze=False,
-        figsize=(cell * n_heads * max(1.0, n_k / max(n_q, 1)) + 0.6, cell * n_layers + 0.5),
+        figsize=(cell * n_cols * max(1.0, n_k / max(n_q, 1)) + 0.6, cell * n_rows + 0.5),
     )
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            ax = axes[layer, head]
-            heatmap(
-                w[layer, head],
-                x_labels,
-                y_labels,
-                ax=ax,
-                colorbar=False,
-                vmin=0,
-                vmax=1,
-                annotate=False,
-                xlabel="",
-                ylabel="",
-            )
-            name = layer_names[layer] if layer_names is not None else f"layer {layer + 1}"
-            ax.set_title(
-                f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else "", fontsize=8
-            )
-            if layer < n_layers - 1:
-                ax.set_xticklabels([])
-            if head > 0:
-                ax.set_yticklabels([])
+    for layer, head, (row, col) in places:
+        ax = axes[row, col]
+        heatmap(
+            w[layer, head],
+            x_labels,
+            y_labels,
+            ax=ax,
+            colorbar=False,
+            vmin=0,
+            vmax=1,
+            annotate=False,
+            xlabel="",
+            ylabel="",
+        )
+        name = layer_names[layer] if layer_names is not None else f"layer {layer + 1}"
+        ax.set_title(f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else "", fontsize=8)
+        if (row + 1, col) in {p for _, _, p in places}:  # a map below shows the key labels
+            ax.set_xticklabels([])
+        if col > 0:
+            ax.set_yticklabels([])
+    for row, col in {(r, c) for r in range(n_rows) for c in range(n_cols)} - {
+        p for _, _, p in places
+    }:
+        axes[row, col].set_visible(False)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -71,9 +71,9 @@ def as_view(view) -> W.Widget:
     if isinstance(view, W.Widget):
         return view
     if isinstance(view, Figure):
-        view = viz.figure_to_png(view)
+        view = viz.view_png(view)
     if isinstance(view, bytes):
-        return W.Image(value=view, format="png")
+        return W.Image(value=view, format="png", layout=W.Layout(max_width="100%"))
     if isinstance(view, str):
         return W.HTML(value=view)
     raise TypeError(
@@ -225,7 +225,7 @@ def decoder_steps_explorer(
     contexts=None,
     *,
     context_labels: Sequence[str] | None = None,
-    dpi: int = 72,
+    width: int = viz.VIEW_WIDTH,
 ) -> W.VBox:
     """Step through decoder time steps: each view shows that step's scores, weights, context.
 
@@ -249,12 +249,12 @@ def decoder_steps_explorer(
             context_labels=context_labels,
             title=f"step {t + 1}: producing '{out}'",
         )
-        views.append(viz.figure_to_png(fig, dpi=dpi))
+        views.append(viz.view_png(fig, width))
     labels = [f"step {t + 1} → {out}" for t, out in enumerate(outputs)]
     return static_stepper(views, description="decoder step", labels=labels)
 
 
-def attention_explorer(examples: Sequence[dict], *, dpi: int = 60) -> W.VBox:
+def attention_explorer(examples: Sequence[dict], *, width: int = viz.VIEW_WIDTH) -> W.VBox:
     """Explore a trained model's attention: example x attention type x layer, all heads shown.
 
     Each example is ``{"name": str, "attention": {type name: (weights, key_labels,
@@ -290,8 +290,9 @@ def attention_explorer(examples: Sequence[dict], *, dpi: int = 60) -> W.VBox:
                     keys,
                     queries,
                     layer_names=[f"{t}, layer {min(layer, w.shape[0] - 1) + 1}"],
+                    max_cols=4,
                 )
-                per_layer.append(viz.figure_to_png(fig, dpi=dpi))
+                per_layer.append(viz.view_png(fig, width))
             per_type.append(per_layer)
         views.append(per_type)
     layers = [f"layer {i + 1}" for i in range(max(n_layers.values()))]
@@ -310,7 +311,7 @@ def positional_encoding_explorer(
     *,
     dims: Sequence[int] = (0, 1, 2, 4, 8, 16),
     positions: Sequence[int] = (0, 1, 5, 10, 20, 40),
-    dpi: int = 64,
+    width: int = viz.VIEW_WIDTH,
 ) -> W.VBox:
     """Two sliders over a positional-encoding matrix ``pe`` ``(n_positions, d_model)``.
 
@@ -345,7 +346,7 @@ def positional_encoding_explorer(
             fontsize=9,
         )
         fig.tight_layout()
-        dim_views.append(viz.figure_to_png(fig, dpi=dpi))
+        dim_views.append(viz.view_png(fig, width))
     pos_views = []
     for p in positions:
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(8, 2.3))
@@ -358,7 +359,7 @@ def positional_encoding_explorer(
         ax2.set_xlabel("offset k")
         ax2.set_title(f"PE({p}) · PE({p} + k)", fontsize=9)
         fig.tight_layout()
-        pos_views.append(viz.figure_to_png(fig, dpi=dpi))
+        pos_views.append(viz.view_png(fig, width))
     by_dim = static_stepper(
         dim_views, description="dimension pair i", labels=[f"i = {i}" for i in dims]
     )
@@ -375,7 +376,7 @@ def temperature_explorer(
     *,
     n_keys: int = 8,
     seed: int = 0,
-    dpi: int = 72,
+    width: int = viz.VIEW_WIDTH,
 ) -> W.VBox:
     """Why the Transformer divides by sqrt(d_k): softmax weights of one random query.
 
@@ -413,7 +414,7 @@ def temperature_explorer(
             )
             ax2.set_xlabel("key")
             fig.tight_layout()
-            views.append(viz.figure_to_png(fig, dpi=dpi))
+            views.append(viz.view_png(fig, width))
     return static_grid(
         list(rows.values()),
         list(rows),

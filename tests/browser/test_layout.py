@@ -106,7 +106,11 @@ MEASURE = r"""
     const inner = pre.clientWidth - parseFloat(cs.paddingLeft) - parseFloat(cs.paddingRight);
     fits = {chars: Math.floor(inner / char + 1e-6), font: cs.fontSize, char: char};
   }
-  return {blocks: result, fits};
+  // Every picture an explorer shows (the views of the stacks that are on screen).
+  const views = [...article.querySelectorAll('.cell_output .widget-subarea img')].filter(visible)
+    .map(i => ({px: Math.round(i.getBoundingClientRect().width), natural: i.naturalWidth}));
+  return {blocks: result, fits, views, column: Math.round(right - article.getBoundingClientRect().left
+    - parseFloat(getComputedStyle(article).paddingLeft))};
 }
 """
 
@@ -211,3 +215,17 @@ def test_the_column_holds_a_formatted_line_of_code(measured):
             + f" (code font {next(iter(narrow.values()))['font']})",
             pytrace=False,
         )
+
+
+def test_every_explorer_view_is_at_least_600_px_wide(measured):
+    """The explorers' pictures are legible at 1280x800: at least 600 px wide on the page and
+    drawn at least as wide as they are shown (so not a small PNG stretched)."""
+    views = {name: page["views"] for name, page in measured.items() if page["views"]}
+    assert len(views) >= 8, f"explorer pictures found on only {sorted(views)}"
+    narrow = [
+        f"  {name} view {i}: {v['px']} px on the page, drawn {v['natural']} px wide"
+        for name, page in views.items()
+        for i, v in enumerate(page)
+        if v["px"] < 600 or v["natural"] < v["px"] - 2
+    ]
+    assert not narrow, "explorer pictures too small to read:\n" + "\n".join(narrow)
