@@ -146,3 +146,11 @@ def test_markup_becomes_sub_and_superscripts():
     ]
     assert diagrams._runs(r"norm\_first") == [("", "norm_first")]
     assert diagrams._text_width("h_S", 15) > diagrams._text_width("h", 15)
+
+
+def test_alt_text_is_plain_text():
+    assert (
+        diagrams._plain("s_{t-1}, α_{t,i}, x_S, d_{model}, W^Q") == "sₜ₋₁, αₜ,ᵢ, x_S, d_model, W^Q"
+    )
+    for name in DIAGRAMS:
+        assert "{" not in diagram(name).alt and "}" not in diagram(name).alt

@@ -13,6 +13,7 @@ building: no randomness, no timestamps, byte-identical on every run and machine.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import astuple, dataclass
 from html import escape
 from pathlib import Path
@@ -401,9 +402,29 @@ class _Spec:
 _REGISTRY: dict[str, _Spec] = {}
 
 
+_SUBSCRIPTS = dict(
+    zip("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", strict=True)
+)
+
+
+def _plain(text: str) -> str:
+    """``text`` with the label markup made readable as plain text (for alt text): a subscript
+    becomes Unicode subscripts where they all exist (s_{t-1} -> sₜ₋₁), else keeps one underscore
+    (x_S, d_model); braces go."""
+
+    def sub(m: re.Match) -> str:
+        part = m.group(1) or m.group(2)
+        if all(ch in _SUBSCRIPTS or ch == "," for ch in part):
+            return "".join(_SUBSCRIPTS.get(ch, ch) for ch in part)
+        return "_" + part
+
+    text = re.sub(r"_\{([^}]*)\}|_(\w+)", sub, text)
+    return re.sub(r"\^\{([^}]*)\}", r"^\1", text)
+
+
 def _figure(name: str, title: str, alt: str, height: float):
     def register(draw):
-        _REGISTRY[name] = _Spec(draw, title, " ".join(alt.split()), height)
+        _REGISTRY[name] = _Spec(draw, title, _plain(" ".join(alt.split())), height)
         return draw
 
     return register
