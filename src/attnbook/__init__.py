@@ -15,6 +15,7 @@ One concept per module:
 - :mod:`attnbook.worked`: the worked matrix examples of the source notes, computed
 - :mod:`attnbook.viz`: heatmaps and matrix rendering shared by every chapter
 - :mod:`attnbook.widgets`: explorers that keep working on the static page
+- :mod:`attnbook.diagrams`: the book's concept figures, SVG drawn by code
 - :mod:`attnbook.exercises`: ``check``, which the exercises' check cells call
 - :mod:`attnbook.utils`: seeding, device choice, the chapters' setup cell
 """
