@@ -5,7 +5,7 @@ Each chapter's implementation exercise ends with a check cell such as::
     check(my_causal_mask(4), causal_mask(4), name="my_causal_mask(4)")
 
 It prints ``correct`` or what differs (the type, the shape, the dtype, or the entries that
-differ and by how much), and returns True or False. It never raises on a wrong answer: a reader
+differ and by how much), and returns nothing. It never raises on a wrong answer: a reader
 learns more from "entry (2, 3) is True, want False" than from a traceback.
 """
 
@@ -86,13 +86,13 @@ def compare(got, want, atol: float = 1e-5, rtol: float = 1e-4) -> str | None:
     return f"{len(where)} of {w.size} entries differ: {shown}{more}"
 
 
-def check(got, want, name: str = "your answer", atol: float = 1e-5, rtol: float = 1e-4) -> bool:
+def check(got, want, name: str = "your answer", atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """Print ``correct`` when ``got`` equals ``want`` (see :func:`compare`), else what differs.
 
-    Returns whether it was correct, so a reader's own loop can use it too.
+    It returns nothing, so a check cell shows only that line (a returned True or False would
+    print under it); :func:`compare` gives the same verdict to code.
     """
     if not isinstance(name, str):
         raise TypeError(f"name must be a str, got {type(name).__name__}")
     problem = compare(got, want, atol=atol, rtol=rtol)
     print(f"{name}: correct" if problem is None else f"{name}: not yet. {problem}")
-    return problem is None
