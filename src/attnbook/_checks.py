@@ -124,6 +124,8 @@ def check_tensor(
 
 def check_positive_int(name: str, value, *, minimum: int = 1) -> int:
     """Check that ``value`` is an int (not a bool) of at least ``minimum``; return it."""
+    if _recording():  # a tracer hands sizes (x.shape[1]) over as tensors
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:
