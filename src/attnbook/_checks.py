@@ -48,7 +48,7 @@ def _recording() -> bool:
 def checks_active() -> bool:
     """Whether argument checks run here: not inside a checked call (its edge has checked),
     not under :func:`unchecked`, not while a graph is being recorded."""
-    return not getattr(_state, "off", 0) and not _recording()
+    return not _recording() and not getattr(_state, "off", 0)
 
 
 class unchecked:
@@ -72,7 +72,7 @@ def checked(check: Callable) -> Callable:
     def decorate(fn):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            if getattr(_state, "off", 0) or _recording():
+            if _recording() or getattr(_state, "off", 0):  # (a compiler folds the first)
                 return fn(*args, **kwargs)
             check(*args, **kwargs)
             _state.off = 1
@@ -124,6 +124,8 @@ def check_tensor(
 
 def check_positive_int(name: str, value, *, minimum: int = 1) -> int:
     """Check that ``value`` is an int (not a bool) of at least ``minimum``; return it."""
+    if _recording():  # a tracer hands sizes (x.shape[1]) over as tensors
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if value < minimum:

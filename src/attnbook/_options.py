@@ -18,6 +18,7 @@ __all__ = [
     "option",
     "cli_dest",
     "cli_flag",
+    "cli_default",
     "add_dataclass_arguments",
     "positive_int",
     "natural_int",
