@@ -109,9 +109,10 @@ def test_show_source_is_the_real_code_of_a_function_method_and_class():
     assert md.startswith(
         "`attnbook.attention.scaled_dot_product_attention` in `src/attnbook/attention.py`:"
     )
-    assert "```python\ndef scaled_dot_product_attention(" in md and md.rstrip().endswith("```")
+    assert "```python\n@checked(_check_sdpa)\ndef scaled_dot_product_attention(" in md  # its check
+    assert md.rstrip().endswith("```")
     method = show_source(MultiHeadAttention.forward)
-    assert method.code.startswith("def forward(\n    self,")  # dedented out of the class
+    assert method.code.startswith("@checked(_check_forward)\ndef forward(\n    self,")  # dedented
     assert method.name == "attnbook.attention.MultiHeadAttention.forward"
     assert show_source(MultiHeadAttention).code.startswith("class MultiHeadAttention(")
     assert repr(method).splitlines()[0] == (
