@@ -27,11 +27,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import torch
-from _machine import machine_info
+from _machine import machine_info, measured_on, run_command
 
 from attnbook.decode import beam_search, greedy_decode
 from attnbook.transformer import Transformer
@@ -131,15 +130,12 @@ def beam_row(model, src, beam_size: int, n: int, repeats: int) -> dict:
 
 
 def markdown(results: dict) -> str:
-    m, c = results["machine"], results["checks"]
+    c = results["checks"]
     s = results["sizes"]
     lines = [
         "# Decoding speed on the CPU: the key/value cache",
         "",
-        f"Measured on {m['cpu_count']} CPU cores ({m['processor'] or m['machine']}), "
-        f"torch {m['torch']} with {m['threads']} threads, Python {m['python']}, "
-        f"{m['platform']}; load average before the run {m['load_before']}. Re-run with "
-        f"`{results['command']}` from the repository root.",
+        measured_on(results),
         "",
         f"`attnbook.Transformer`, d_model {s['d_model']}, {s['n_heads']} heads, "
         f"{s['n_layers']}+{s['n_layers']} layers, d_ff {s['d_ff']}, random weights; a batch of "
@@ -182,12 +178,7 @@ def main(argv=None) -> dict:
     model, src = make_model_and_batch(args.batch_size, max([1024, *args.lengths, args.beam_length]))
     results = {
         "machine": machine_info(),
-        "command": " ".join(
-            [
-                ".venv/bin/python benchmarks/decode_speed.py",
-                *(argv if argv is not None else sys.argv[1:]),
-            ]
-        ),
+        "command": run_command("decode_speed.py", argv),
         "sizes": SIZES,
         "batch_size": args.batch_size,
         "source_lengths": (src != PAD).sum(dim=1).tolist(),

@@ -22,12 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import torch
-from _machine import machine_info
+from _machine import machine_info, measured_on, run_command
 from train_speed import TorchReference
 
 from attnbook._checks import unchecked
@@ -128,14 +127,10 @@ class _Nothing:
 
 
 def markdown(results: dict) -> str:
-    m = results["machine"]
     lines = [
         "# One training step: attnbook.Transformer against torch.nn.Transformer",
         "",
-        f"Measured on {m['cpu_count']} CPU cores ({m['processor'] or m['machine']}), torch "
-        f"{m['torch']} with {m['threads']} threads, Python {m['python']}, {m['platform']}; "
-        f"load average before the run {m['load_before']}. Re-run with `{results['command']}` "
-        "from the repository root.",
+        measured_on(results),
         "",
         "Forward, label-smoothed loss, backward and an AdamW step on the same "
         f"{results['batch_size']} dates a batch, {results['steps_per_round']} steps a round, "
@@ -167,12 +162,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     results = {
         "machine": machine_info(),
-        "command": " ".join(
-            [
-                ".venv/bin/python benchmarks/step_speed.py",
-                *(argv if argv is not None else sys.argv[1:]),
-            ]
-        ),
+        "command": run_command("step_speed.py", argv),
         "batch_size": args.batch_size,
         "rounds": args.rounds,
         "steps_per_round": args.steps_per_round,

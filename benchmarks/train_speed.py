@@ -37,7 +37,7 @@ import warnings
 from pathlib import Path
 
 import torch
-from _machine import machine_info
+from _machine import machine_info, measured_on, run_command
 from torch import nn
 
 import attnbook
@@ -223,14 +223,10 @@ def round_ratios(r: dict) -> tuple[float, float]:
 
 
 def markdown(results: dict) -> str:
-    m = results["machine"]
     lines = [
         "# Training speed on the CPU",
         "",
-        f"Measured on {m['cpu_count']} CPU cores ({m['processor'] or m['machine']}), "
-        f"torch {m['torch']} with {m['threads']} threads, Python {m['python']}, "
-        f"{m['platform']}; load average before the run {m['load_before']}. Re-run with "
-        f"`{results['command']}` from the repository root.",
+        measured_on(results),
         "",
     ]
     if results.get("training"):
@@ -311,12 +307,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     results = {
         "machine": machine_info(),
-        "command": " ".join(
-            [
-                ".venv/bin/python benchmarks/train_speed.py",
-                *(argv if argv is not None else sys.argv[1:]),
-            ]
-        ),
+        "command": run_command("train_speed.py", argv),
     }
     if not args.skip_training:
         runs = [
