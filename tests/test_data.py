@@ -1,5 +1,6 @@
 """attnbook.data: vocabularies, the synthetic tasks, the TSV loader and batching."""
 
+import calendar
 import datetime
 import pickle
 import re
@@ -202,31 +203,10 @@ def test_task_argument_errors():
         make_task("dates", start_year=2000, end_year=1999)
 
 
-_MONTH_PREFIX = {
-    m[:3].lower(): i + 1
-    for i, m in enumerate(
-        [
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
-        ]
-    )
-}
-_WEEKDAY_PREFIX = {
-    d[:3].lower(): i
-    for i, d in enumerate(
-        ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
-    )
-}
+# An oracle independent of attnbook.data's own name lists: the standard library's (English in
+# Python's default C locale).
+_MONTH_PREFIX = {m[:3].lower(): i for i, m in enumerate(calendar.month_name) if m}
+_WEEKDAY_PREFIX = {d[:3].lower(): i for i, d in enumerate(calendar.day_name)}
 
 
 def read_date(text: str) -> tuple[datetime.date, int | None]:
