@@ -6,6 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from attnbook import diagrams
+from attnbook.diagrams import canvas
 from attnbook.diagrams import DIAGRAMS, MIN_FONT_PX, WIDTH, Diagram, diagram
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -100,11 +101,11 @@ def test_one_font_family(fig):
 
 def test_labels_do_not_overlap_or_leave_the_figure(fig):
     """On estimated text extents (generous widths), no two labels collide and none is cut."""
-    _, canvas = diagrams._build(fig.name)
-    boxes = canvas.labels
+    _, drawn = canvas._build(fig.name)
+    boxes = drawn.labels
     for x0, y0, w, h, text in boxes:
-        assert 0 <= x0 and x0 + w <= canvas.width, f"{text!r} leaves the figure sideways"
-        assert 0 <= y0 and y0 + h <= canvas.height, f"{text!r} leaves the figure"
+        assert 0 <= x0 and x0 + w <= drawn.width, f"{text!r} leaves the figure sideways"
+        assert 0 <= y0 and y0 + h <= drawn.height, f"{text!r} leaves the figure"
     for i, a in enumerate(boxes):
         for b in boxes[i + 1 :]:
             apart = (
@@ -137,20 +138,18 @@ def test_colours_come_from_the_palette():
 
 
 def test_markup_becomes_sub_and_superscripts():
-    assert diagrams._runs("α_{t,i} W^Q x") == [
+    assert canvas._runs("α_{t,i} W^Q x") == [
         ("", "α"),
         ("_", "t,i"),
         ("", " W"),
         ("^", "Q"),
         ("", " x"),
     ]
-    assert diagrams._runs(r"norm\_first") == [("", "norm_first")]
-    assert diagrams._text_width("h_S", 15) > diagrams._text_width("h", 15)
+    assert canvas._runs(r"norm\_first") == [("", "norm_first")]
+    assert canvas._text_width("h_S", 15) > canvas._text_width("h", 15)
 
 
 def test_alt_text_is_plain_text():
-    assert (
-        diagrams._plain("s_{t-1}, α_{t,i}, x_S, d_{model}, W^Q") == "sₜ₋₁, αₜ,ᵢ, x_S, d_model, W^Q"
-    )
+    assert canvas._plain("s_{t-1}, α_{t,i}, x_S, d_{model}, W^Q") == "sₜ₋₁, αₜ,ᵢ, x_S, d_model, W^Q"
     for name in DIAGRAMS:
         assert "{" not in diagram(name).alt and "}" not in diagram(name).alt

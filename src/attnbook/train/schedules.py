@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .._checks import check_positive_int
-
-if TYPE_CHECKING:
-    from .config import TrainConfig
 
 __all__ = ["noam_lr", "constant_lr", "cosine_lr", "scheduled_lr"]
 
@@ -67,8 +64,19 @@ def cosine_lr(step: int, lr: float, warmup: int, total_steps: int, min_ratio: fl
     return lr * (min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress)))
 
 
+class ScheduleOptions(Protocol):
+    """What :func:`scheduled_lr` reads from a ``TrainConfig`` (named here so that this module
+    need not import the config module, which imports this one)."""
+
+    schedule: str
+    lr: float
+    warmup: int
+    lr_scale: float
+    min_lr_ratio: float
+
+
 def scheduled_lr(
-    config: TrainConfig, step: int, total_steps: int | None, d_model: int | None
+    config: ScheduleOptions, step: int, total_steps: int | None, d_model: int | None
 ) -> float:
     """The learning rate of update ``step`` under ``config``'s schedule, for a run of
     ``total_steps`` (cosine) and a model of width ``d_model`` (noam)."""

@@ -1,0 +1,25 @@
+"""The book's concept figures, drawn as SVG by hand-written code.
+
+``diagram(name)`` returns a :class:`Diagram`; a notebook cell that ends with it shows the
+figure (``_repr_svg_``) in Jupyter Book, JupyterLab and Colab alike. Every figure is drawn for
+the book's text column, about 700 px wide, with text of at least 13 px, one sans-serif font,
+the colour-blind-safe Okabe-Ito palette and math as plain Unicode. The output is pure string
+building: no randomness, no timestamps, byte-identical on every run and machine.
+
+>>> from attnbook.diagrams import diagram
+>>> diagram("masks")            # doctest: +SKIP
+"""
+
+# isort: off
+# Each module registers its figures when imported, in the book's order: keep this order.
+from . import rnn  # noqa: F401
+from . import attention  # noqa: F401
+from . import transformer  # noqa: F401
+
+# isort: on
+from .canvas import _REGISTRY, FONT_FAMILY, MIN_FONT_PX, PALETTE, WIDTH, Diagram, diagram
+
+__all__ = ["DIAGRAMS", "FONT_FAMILY", "MIN_FONT_PX", "PALETTE", "WIDTH", "Diagram", "diagram"]
+
+DIAGRAMS = tuple(_REGISTRY)
+"""The names of the concept figures, in the book's order."""
