@@ -12,9 +12,9 @@ building: no randomness, no timestamps, byte-identical on every run and machine.
 
 # isort: off
 # Each module registers its figures when imported, in the book's order: keep this order.
-from . import rnn  # noqa: F401
-from . import attention  # noqa: F401
-from . import transformer  # noqa: F401
+from . import rnn as _rnn  # noqa: F401
+from . import attention as _attention  # noqa: F401
+from . import transformer as _transformer  # noqa: F401
 
 # isort: on
 from .canvas import _REGISTRY, FONT_FAMILY, MIN_FONT_PX, PALETTE, WIDTH, Diagram, diagram

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
+__all__ = ["FONT_FAMILY", "MIN_FONT_PX", "PALETTE", "WIDTH", "Diagram", "diagram"]
+
 WIDTH = 700
 """The width, in px, every figure is drawn for (the book's text column)."""
 

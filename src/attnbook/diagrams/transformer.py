@@ -20,6 +20,8 @@ from .canvas import (  # noqa: F401
     _tint,
 )
 
+__all__: list[str] = []  # the figures register themselves with _figure
+
 
 @_figure(
     "positional_encoding",

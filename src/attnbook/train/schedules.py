@@ -7,7 +7,7 @@ from typing import Protocol
 
 from .._checks import check_positive_int
 
-__all__ = ["noam_lr", "constant_lr", "cosine_lr", "scheduled_lr"]
+__all__ = ["noam_lr", "constant_lr", "cosine_lr", "scheduled_lr", "ScheduleOptions"]
 
 
 # --------------------------------------------------------------------------------------------
