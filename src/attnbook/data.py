@@ -268,6 +268,7 @@ def tokenize_words(text: str, lower: bool = False) -> list[str]:
 # synthetic tasks
 # --------------------------------------------------------------------------------------------
 
+#: The tasks :func:`make_task` can generate: each name with a one-line description.
 TASKS = {
     "copy": "output the input sequence unchanged, e.g. 'cab' -> 'cab'",
     "reverse": "output the input sequence backwards, e.g. 'cab' -> 'bac'",

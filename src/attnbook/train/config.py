@@ -39,11 +39,12 @@ class TrainConfig:
 
     Length of the run: ``steps`` (total optimiser steps, those of a resumed run included), or
     ``epochs`` (passes over the training data), and/or ``max_seconds`` (wall-clock budget of
-    this call to :meth:`Trainer.fit`); with none of the three, :data:`DEFAULT_STEPS`.
+    this call to :meth:`~attnbook.train.trainer.Trainer.fit`); with none of the three,
+    :data:`DEFAULT_STEPS`.
 
-    Learning rate: ``schedule="noam"`` uses :func:`noam_lr` with ``d_model`` (default: the
-    model's ``d_model``, else its ``hidden_dim``), ``warmup`` and ``lr_scale``; ``"constant"``
-    and ``"cosine"`` use ``lr`` (the peak) and ``warmup``.
+    Learning rate: ``schedule="noam"`` uses :func:`~attnbook.train.schedules.noam_lr` with
+    ``d_model`` (default: the model's ``d_model``, else its ``hidden_dim``), ``warmup`` and
+    ``lr_scale``; ``"constant"`` and ``"cosine"`` use ``lr`` (the peak) and ``warmup``.
 
     ``amp``: mixed precision; None = on for CUDA (bfloat16 where supported, else float16
     with a gradient scaler), off elsewhere; True on the CPU autocasts to bfloat16.

@@ -195,7 +195,8 @@ class Trainer(CheckpointMixin):
         """One update on the global batch ``indices``.
 
         ``sync=True``: returns its mean loss (all processes) and raises
-        :class:`NonFiniteLossError` *before* touching the weights if it is NaN or infinite.
+        :class:`~attnbook.train.checkpoint.NonFiniteLossError` *before* touching the weights if
+        it is NaN or infinite.
         ``sync=False``: nothing waits for the device (no ``.item()``, no host sync: the model's
         argument checks, which read token ids, step aside after the first step of
         :meth:`fit`); the loss stays on the device until the next step with ``sync=True``
@@ -240,8 +241,8 @@ class Trainer(CheckpointMixin):
         """Read the losses of the steps since the last sync and ``current``, the loss sum and
         token count of the step now running (one host sync, one all-reduce); add those of
         the finished steps to ``_losses``; return the current one's mean. A non-finite one
-        raises :class:`NonFiniteLossError` naming its step: before the update if it is the
-        current step's, else after the updates since."""
+        raises :class:`~attnbook.train.checkpoint.NonFiniteLossError` naming its step: before
+        the update if it is the current step's, else after the updates since."""
         pending, self._pending = self._pending, []
         if current is not None:
             pending.append(current)
@@ -435,7 +436,8 @@ def train_model(
     """Train ``model`` on ``task`` (from :func:`attnbook.data.make_task` or ``load_tsv``) for
     ``steps`` steps on the CPU-friendly defaults and return the history; the last row holds
     the final validation loss, token accuracy and exact match. ``options`` are further
-    :class:`TrainConfig` fields (``lr``, ``schedule``, ``eval_every``, ``device`` ...).
+    :class:`~attnbook.train.config.TrainConfig` fields (``lr``, ``schedule``, ``eval_every``,
+    ``device`` ...).
 
     The model trains on ``device`` (default ``"auto"``: CUDA, then Apple's MPS, then the CPU)
     and is handed back on the device it came on, also when training stops with an error, so

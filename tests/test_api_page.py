@@ -1,0 +1,66 @@
+"""The API reference (book/api.md) documents every public name, and the build enforces it."""
+
+import importlib.util
+import inspect
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import attnbook
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = (ROOT / "book" / "api.md").read_text(encoding="utf-8")
+DIRECTIVE = re.compile(r"^\.\. auto(?:function|class|data):: ([\w.]+)$", re.M)
+
+
+def load_extension():
+    spec = importlib.util.spec_from_file_location(
+        "attnbook_api", ROOT / "book/_ext/attnbook_api.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_public_name_is_on_the_api_page_where_it_is_defined():
+    documented = set(DIRECTIVE.findall(PAGE))
+    for name in attnbook.__all__:
+        obj = getattr(attnbook, name)
+        module = obj.__module__ if callable(obj) else "attnbook.data"
+        assert f"{module}.{name}" in documented, f"attnbook.{name} is not on book/api.md"
+
+
+def test_every_public_callable_has_a_docstring():
+    missing = [n for n in attnbook.__all__ if callable(getattr(attnbook, n))]
+    missing = [n for n in missing if not inspect.getdoc(getattr(attnbook, n))]
+    assert not missing, f"public names without a docstring: {missing}"
+
+
+def test_every_group_names_the_chapters_that_teach_it():
+    groups = re.split(r"^## ", PAGE, flags=re.M)[1:]
+    assert len(groups) >= 6
+    for group in groups:
+        if group.startswith("Also named"):
+            continue
+        assert "{numref}`" in group, f"API group {group.splitlines()[0]!r} links no chapter"
+
+
+def test_the_build_check_warns_on_a_name_left_off_the_page(monkeypatch):
+    ext = load_extension()
+    warnings = []
+    monkeypatch.setattr(ext.logger, "warning", warnings.append)
+    on_page = {
+        f"{getattr(attnbook, n).__module__}.{n}"
+        for n in attnbook.__all__
+        if callable(getattr(attnbook, n))
+    } | {"attnbook.data.TASKS"}
+    entry = SimpleNamespace(docname=ext.API_DOC)
+
+    def env(names):
+        domain = SimpleNamespace(objects={n: entry for n in names})
+        return SimpleNamespace(found_docs={ext.API_DOC}, get_domain=lambda _: domain)
+
+    ext.check_api(None, env(on_page))
+    assert warnings == []
+    ext.check_api(None, env(on_page - {"attnbook.decode.greedy_decode"}))
+    assert warnings == ["attnbook.greedy_decode is public but not on the API page (book/api.md)"]
