@@ -5,6 +5,7 @@ One concept per module:
 - :mod:`attnbook.attention`: score functions, masks, scaled dot-product and multi-head attention
 - :mod:`attnbook.rnn`: the RNN encoder, the fixed-context and attention decoders, ``Seq2Seq``
 - :mod:`attnbook.data`: vocabularies, the synthetic tasks, your own TSV corpus, batching
+- :mod:`attnbook.languages`: dates between real languages (CLDR), with their alignment
 - :mod:`attnbook.train`: the trainer (AMP, schedules, checkpoints, DDP) and its losses
 - :mod:`attnbook.cli`: ``python -m attnbook train | evaluate | translate``
 - :mod:`attnbook.transformer`: the encoder-decoder Transformer and its parts

@@ -1,0 +1,168 @@
+"""attnbook.languages: dates between real languages from the package's CLDR snapshot."""
+
+import datetime
+import json
+import random
+import subprocess
+import sys
+from importlib import resources
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnbook.languages import (
+    FIELDS,
+    LOCALES,
+    STYLES,
+    alignment_accuracy,
+    format_date,
+    human_english,
+    make_dates_between,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAPSHOT = json.loads(resources.files("attnbook").joinpath("cldr", "dates.json").read_text())
+babel = pytest.importorskip("babel")
+same_babel = pytest.mark.skipif(
+    babel.__version__ != SNAPSHOT["babel"],
+    reason=f"the snapshot was written by Babel {SNAPSHOT['babel']}, this is {babel.__version__}",
+)
+dates = st.dates(datetime.date(1900, 1, 1), datetime.date(2099, 12, 31))
+
+
+def test_the_notes_example_in_four_languages():
+    d = datetime.date(2018, 5, 9)
+    assert format_date(d, "en_US", "full").text == "Wednesday, May 9, 2018"
+    assert format_date(d, "zh_CN", "full").text == "2018年5月9日星期三"
+    assert format_date(d, "de_DE", "full").text == "Mittwoch, 9. Mai 2018"
+    assert format_date(d, "ru_RU", "full").text == "среда, 9 мая 2018\u202fг."
+
+
+@same_babel
+@settings(max_examples=60, deadline=None)
+@given(dates)
+def test_every_locale_and_style_writes_what_babel_writes(date):
+    from babel.dates import format_date as babel_format
+
+    for locale in LOCALES:
+        for style in STYLES:
+            assert format_date(date, locale, style).text == babel_format(date, style, locale)
+
+
+@same_babel
+def test_the_snapshot_is_what_this_babel_writes():
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "make_cldr_snapshot.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def number_in(spelled, name):
+    return "".join(c for c, f in zip(spelled.text, spelled.fields, strict=True) if f == name)
+
+
+@settings(max_examples=60, deadline=None)
+@given(dates, st.sampled_from(LOCALES), st.sampled_from(STYLES))
+def test_each_character_knows_the_field_that_wrote_it(date, locale, style):
+    s = format_date(date, locale, style)
+    assert len(s.fields) == len(s.text) and set(s.fields) <= {"", *FIELDS}
+    year = number_in(s, "year")
+    assert year in (str(date.year), f"{date.year % 100:02d}")
+    if number_in(s, "day"):
+        assert int(number_in(s, "day")) == date.day
+    names = SNAPSHOT["locales"][locale]
+    month = number_in(s, "month")
+    assert month in (
+        str(date.month),
+        f"{date.month:02d}",
+        names["months"]["wide"][date.month - 1],
+        names["months"]["abbreviated"][date.month - 1],
+    )
+    weekday = number_in(s, "weekday")
+    assert weekday in ("", *(names["days"][w][date.weekday()] for w in ("wide", "abbreviated")))
+
+
+def test_the_english_tasks_spellings_carry_fields_too():
+    s = human_english(datetime.date(2018, 5, 9), "the {o} of {M}, {y}", weekday=True)
+    assert s.text == "Wednesday, the 9th of May, 2018"
+    assert number_in(s, "day") == "9th" and number_in(s, "weekday") == "Wednesday"
+
+
+@pytest.mark.parametrize("src,tgt", [("en_US", "zh_CN"), ("en_US", "de_DE"), ("ru_RU", "en_US")])
+def test_a_task_between_two_languages(src, tgt):
+    task = make_dates_between(src, tgt, 300, 60, 60, seed=3)
+    assert task == make_dates_between(src, tgt, 300, 60, 60, seed=3)  # deterministic
+    splits = (task.train, task.val, task.test)
+    pairs = [p for split in splits for p in split]
+    assert len({s for s, _ in pairs}) == len(pairs)
+    # every character of every pair is in its vocabulary
+    for s, t in pairs:
+        task.src_vocab.encode(s, unknown="error")
+        task.tgt_vocab.encode(t, unknown="error")
+
+    # a date is in one split only: the target's day, month and year fields name the date
+    def key(target):
+        spelled = task.fields[target]
+        return tuple(
+            "".join(c for c, f in zip(target, spelled, strict=True) if f == n) for n in FIELDS[1:]
+        )
+
+    keys = [{key(t) for _, t in split} for split in splits]
+    assert not (keys[0] & keys[1] or keys[0] & keys[2] or keys[1] & keys[2])
+    # the target shows the weekday exactly when the source does, and no year is cut to 2 digits
+    for s, t in pairs:
+        assert ("weekday" in task.fields[s]) == ("weekday" in task.fields[t])
+        assert task.fields[s].count("year") == 4
+
+
+def test_the_tasks_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="src"):
+        make_dates_between("xx_XX", "zh_CN")
+    with pytest.raises(ValueError, match="src and tgt must differ"):
+        make_dates_between("de_DE", "de_DE")
+    with pytest.raises(ValueError, match="weekday_share"):
+        make_dates_between(weekday_share=1.5)
+    with pytest.raises(ValueError, match="src_styles"):
+        make_dates_between("de_DE", "zh_CN", src_styles=("human",))
+    with pytest.raises(TypeError, match="unknown option"):
+        make_dates_between(start_yr=1950)
+    with pytest.raises(TypeError, match="date must be a datetime.date"):
+        format_date("2018-05-09", "en_US")
+
+
+def test_alignment_accuracy_scores_perfect_and_uniform_attention():
+    task = make_dates_between("en_US", "de_DE", 20, 0, 0, seed=1)
+    src, tgt = task.train[0]
+    fs, ft = task.fields[src], task.fields[tgt]
+    perfect = torch.zeros(len(tgt) + 1, len(src) + 1)  # + <eos> row and column
+    for t, name in enumerate(ft):
+        on = [j for j, f in enumerate(fs) if f == name]
+        if name and on:
+            perfect[t, on] = 1.0 / len(on)
+        else:
+            perfect[t, -1] = 1.0
+    assert alignment_accuracy(perfect, fs, ft) == pytest.approx(1.0)
+    uniform = torch.full((len(tgt), len(src)), 1.0 / len(src))
+    expected = [fs.count(f) / len(fs) for f in ft if f and f in fs]
+    assert alignment_accuracy(uniform, fs, ft) == pytest.approx(sum(expected) / len(expected))
+    shifted = perfect.roll(1, dims=1)  # attention one character off
+    assert alignment_accuracy(shifted, fs, ft) < 0.9
+    with pytest.raises(ValueError, match="weights must cover"):
+        alignment_accuracy(perfect[:2], fs, ft)
+    with pytest.raises(ValueError, match="2-D"):
+        alignment_accuracy(perfect[None], fs, ft)
+
+
+def test_random_attention_is_far_from_perfect():
+    rng = random.Random(0)
+    task = make_dates_between("en_US", "zh_CN", 50, 0, 0, seed=rng.randrange(100))
+    scores = []
+    for src, tgt in task.train:
+        w = torch.softmax(torch.randn(len(tgt), len(src)), dim=-1)
+        scores.append(alignment_accuracy(w, task.fields[src], task.fields[tgt]))
+    assert sum(scores) / len(scores) < 0.5
