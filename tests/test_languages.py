@@ -166,3 +166,28 @@ def test_random_attention_is_far_from_perfect():
         w = torch.softmax(torch.randn(len(tgt), len(src)), dim=-1)
         scores.append(alignment_accuracy(w, task.fields[src], task.fields[tgt]))
     assert sum(scores) / len(scores) < 0.5
+
+
+def test_the_command_line_trains_between_two_languages(tmp_path, capsys):
+    from attnbook.cli import main
+
+    def run(*argv):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:
+            code = e.code
+        return code, capsys.readouterr().err
+
+    tiny = ("--n-train", 64, "--n-val", 8, "--n-test", 8, "--d-model", 16, "--heads", 2)
+    out = tmp_path / "run"
+    args = ("train", "--task", "dates", "--steps", 2, "--d-ff", 32, "--quiet", *tiny)
+    code, err = run(*args, "--src-lang", "en_US", "--tgt-lang", "de_DE", "--out", out)
+    assert code == 0, err
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["task"] == "dates-en_US-de_DE" and metrics["test_examples"] == 8
+    code, err = run(*args, "--src-lang", "en_US", "--out", tmp_path / "one")
+    assert code == 1 and "--src-lang and --tgt-lang go together" in err
+    code, err = run(*args, "--src-lang", "en_US", "--tgt-lang", "en_US", "--out", tmp_path / "s")
+    assert code != 0 and "src and tgt must differ" in err
+    code, err = run(*args[:2], "copy", *args[3:], "--src-lang", "en_US", "--tgt-lang", "de_DE")
+    assert code == 1 and "--src-lang applies to --task dates" in err

@@ -54,6 +54,7 @@ from .data import (
     normalise_text,
 )
 from .evaluate import exact_match_by_length, generate, translation_scores
+from .languages import LOCALES, make_dates_between
 from .seq2seq import attention_map
 from .train import (
     DEFAULT_STEPS,
@@ -128,6 +129,21 @@ class TrainCommandOptions:
         "utf-8",
         "tsv: the file's text encoding, e.g. latin-1 or cp1252",
         metavar="NAME",
+        group=_data,
+    )
+    src_lang: str | None = option(
+        None,
+        "dates: translate dates between two languages as CLDR writes them, from this locale "
+        "(with --tgt-lang; e.g. en_US, zh_CN, de_DE, ru_RU) instead of human English -> ISO",
+        choices=LOCALES,
+        metavar="LOCALE",
+        group=_data,
+    )
+    tgt_lang: str | None = option(
+        None,
+        "dates: the locale to translate into (with --src-lang)",
+        choices=LOCALES,
+        metavar="LOCALE",
         group=_data,
     )
     n_train: int = option(
@@ -271,6 +287,8 @@ FIXED_ON_RESUME = (
     "cell",
     "score",
     "bidirectional",
+    "src_lang",
+    "tgt_lang",
     "n_train",
     "n_val",
     "n_test",
@@ -298,6 +316,7 @@ APPLIES_TO = {
     ),
     "score": ("model", ("rnn-attention",)),
     **dict.fromkeys(("n_train", "n_val", "n_test"), ("task", (*TASKS,))),
+    **dict.fromkeys(("src_lang", "tgt_lang"), ("task", ("dates",))),
     **dict.fromkeys(("min_len", "n_symbols"), ("task", SEQUENCE_TASKS)),
     "max_len": ("task", (*SEQUENCE_TASKS, "tsv")),
     **dict.fromkeys(("data", "level", "lower", "max_pairs", "encoding"), ("task", ("tsv",))),
@@ -597,6 +616,11 @@ def _task_kwargs(o: dict) -> dict:
         return kw
     kw = {"n_train": o["n_train"], "n_val": o["n_val"], "n_test": o["n_test"], "seed": o["seed"]}
     options = {k: o[k] for k in ("min_len", "max_len", "n_symbols") if o[k] is not None}
+    langs = (o.get("src_lang"), o.get("tgt_lang"))
+    if any(langs):
+        if not all(langs):
+            raise ValueError("--src-lang and --tgt-lang go together: give both, or neither")
+        options.update(src=langs[0], tgt=langs[1])
     return {**kw, **options}
 
 
@@ -611,7 +635,10 @@ def _build_task(name: str, kwargs: dict):
         except OSError as err:  # unreadable: permissions, a device error
             raise ValueError(f"--data {path}: cannot read it ({err.strerror or err})") from err
     kw = dict(kwargs)
-    return make_task(name, kw.pop("n_train"), kw.pop("n_val"), kw.pop("n_test"), **kw)
+    sizes = kw.pop("n_train"), kw.pop("n_val"), kw.pop("n_test")
+    if "src" in kw:  # dates between two languages (attnbook.languages)
+        return make_dates_between(kw.pop("src"), kw.pop("tgt"), *sizes, **kw)
+    return make_task(name, *sizes, **kw)
 
 
 def _model_from_checkpoint(ckpt: dict, path, device: torch.device):
