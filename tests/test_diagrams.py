@@ -6,8 +6,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from attnbook import diagrams
-from attnbook.diagrams import canvas
-from attnbook.diagrams import DIAGRAMS, MIN_FONT_PX, WIDTH, Diagram, diagram
+from attnbook.diagrams import DIAGRAMS, MIN_FONT_PX, WIDTH, Diagram, canvas, diagram
 
 SVG = "{http://www.w3.org/2000/svg}"
 
