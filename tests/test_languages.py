@@ -191,3 +191,14 @@ def test_the_command_line_trains_between_two_languages(tmp_path, capsys):
     assert code != 0 and "src and tgt must differ" in err
     code, err = run(*args[:2], "copy", *args[3:], "--src-lang", "en_US", "--tgt-lang", "de_DE")
     assert code == 1 and "--src-lang applies to --task dates" in err
+
+
+def test_bleu_reads_chinese_one_character_a_token():
+    from attnbook.evaluate import corpus_bleu
+
+    hyp, ref = ["2018年5月9日星期三"], ["2018年5月9日星期四"]  # one weekday character wrong
+    assert corpus_bleu(hyp, ref) == 0.0  # 13a: the whole date is one word, and it is wrong
+    assert 50 < corpus_bleu(hyp, ref, tokenize="zh") < 100
+    assert corpus_bleu(ref, ref, tokenize="zh") == pytest.approx(100)
+    with pytest.raises(ValueError, match="tokenize must be one of"):
+        corpus_bleu(hyp, ref, tokenize="klingon")

@@ -102,6 +102,7 @@ def exact_match_by_length(
     *,
     beam: int = 1,
     batch_size: int = 256,
+    tokenize: str = "13a",
 ) -> dict:
     """Exact-match accuracy of each group of ``(source, target)`` pairs: ``{key: fraction}``,
     None for an empty group. Each batch is decoded to the length of its longest target (EOS
@@ -157,11 +158,19 @@ def _check_corpus(hypotheses: Sequence[str], references: Sequence[str]) -> None:
         )
 
 
-def corpus_bleu(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+def corpus_bleu(
+    hypotheses: Sequence[str], references: Sequence[str], tokenize: str = "13a"
+) -> float:
     """Corpus BLEU (0-100) of the hypotheses against one reference each, by sacrebleu with
-    its defaults (13a tokenisation, 4-grams, no smoothing beyond its ``exp`` default)."""
+    its defaults (4-grams, no smoothing beyond its ``exp`` default) and its ``tokenize``
+    (``"13a"`` for space-separated languages, ``"zh"`` for Chinese: one token per character)."""
     _check_corpus(hypotheses, references)
-    return float(_sacrebleu("BLEU").corpus_bleu(list(hypotheses), [list(references)]).score)
+    bleu = _sacrebleu("BLEU")
+    if tokenize not in bleu.BLEU.TOKENIZERS:
+        raise ValueError(
+            f"tokenize must be one of {sorted(bleu.BLEU.TOKENIZERS)}, got {tokenize!r}"
+        )
+    return float(bleu.corpus_bleu(list(hypotheses), [list(references)], tokenize=tokenize).score)
 
 
 def corpus_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> float:
@@ -180,12 +189,14 @@ def translation_scores(
     *,
     beam: int = 1,
     batch_size: int = 256,
+    tokenize: str = "13a",
 ) -> dict:
     """Decode the sources of ``pairs`` and score the outputs against the targets.
 
     Returns ``{"bleu", "chrf", "perplexity", "exact_match", "examples", "hypotheses"}``: corpus
     BLEU and chrF of the decoded texts (sacrebleu), the perplexity of the targets (teacher
-    forcing), the fraction of outputs that equal their target and the decoded texts. An input
+    forcing), the fraction of outputs that equal their target and the decoded texts (BLEU
+    with sacrebleu's ``tokenize``: ``"zh"`` for a Chinese target, see :func:`corpus_bleu`). An input
     of ``S`` tokens is decoded to at most ``2 S + 10`` tokens (within the model's ``max_len``).
     """
     check_seq2seq(model)
@@ -205,7 +216,7 @@ def translation_scores(
         log_p, n_tokens = log_p + chunk_log_p, n_tokens + chunk_n
     references = [t for _, t in pairs]
     return {
-        "bleu": corpus_bleu(hypotheses, references),
+        "bleu": corpus_bleu(hypotheses, references, tokenize),
         "chrf": corpus_chrf(hypotheses, references),
         "perplexity": math.exp(-log_p / n_tokens),
         "exact_match": right / len(pairs),
