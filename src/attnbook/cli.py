@@ -1,10 +1,11 @@
-"""The command line: ``python -m attnbook train | evaluate | translate``.
+"""The command line: ``python -m attnbook train | evaluate | translate | export``.
 
 ``train`` builds a task's data and a model, trains it with :class:`attnbook.train.Trainer`
 and writes, into ``--out``: ``checkpoint.pt``, ``metrics.json``, ``history.csv``,
 ``loss.png`` and ``attention.png``. ``evaluate`` measures exact match by input length (and,
 for ``--task tsv``, BLEU, chrF and perplexity: :mod:`attnbook.evaluate`); ``translate`` runs
-a trained model on your own input. ``--help`` on each says more.
+a trained model on your own input; ``export`` writes a Transformer run as ONNX with its
+attention (:mod:`attnbook.export`). ``--help`` on each says more.
 
 A run is never destroyed by mistake: ``train`` refuses an ``--out`` that already holds a run
 (``--overwrite`` replaces it, ``--resume`` continues it), checks ``--out``, ``--data`` and the
@@ -94,9 +95,11 @@ __all__ = [
     "TRAIN_EXAMPLES",
     "EVALUATE_EXAMPLES",
     "TRANSLATE_EXAMPLES",
+    "EXPORT_EXAMPLES",
     "cmd_train",
     "cmd_evaluate",
     "cmd_translate",
+    "cmd_export",
 ]
 
 MODELS = ("rnn", "rnn-attention", "transformer")

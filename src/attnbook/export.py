@@ -39,6 +39,18 @@ from torch import nn
 from . import __version__
 from .data import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
+__all__ = [
+    "export_onnx",
+    "AttentionOutputs",
+    "missing_packages",
+    "INPUT_NAMES",
+    "OUTPUT_NAMES",
+    "OUTPUT_AXES",
+    "SIDECAR_FORMAT",
+    "OPSET",
+    "EXPORT_PACKAGES",
+]
+
 INPUT_NAMES = ("src", "tgt")
 OUTPUT_NAMES = ("logits", "encoder_self_attention", "decoder_self_attention", "cross_attention")
 OUTPUT_AXES = {
