@@ -148,6 +148,8 @@ def test_the_sidecar_says_what_a_page_needs(exported, session):
     data = onnx_path.read_bytes()
     assert sidecar["onnx"] == onnx_path.name and sidecar["bytes"] == len(data)
     assert sidecar["sha256"] == hashlib.sha256(data).hexdigest()
+    # the file holds the model, not this machine's paths (the exporter's stack traces)
+    assert b"attnbook/" not in data and str(onnx_path.parent).encode() not in data
     assert sidecar["src_vocab"]["itos"] == src_vocab.itos
     assert sidecar["tgt_vocab"]["itos"] == tgt_vocab.itos
     assert sidecar["src_vocab"]["level"] == "char"
