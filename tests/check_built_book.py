@@ -1,18 +1,43 @@
-"""Check the built HTML: every page that shows a widget embeds its state; report page weight.
+"""Check the built HTML: every page that shows a widget embeds its state, every script and
+stylesheet a page loads is a file of the book itself (no CDN); report page weight.
 
-`jupyter-book build -W` does not notice a widget whose state was not saved: the page then
-shows a blank space. Usage: python tests/check_built_book.py _build/html
+`jupyter-book build -W` does not notice a widget whose state was not saved (the page then
+shows a blank space), nor a page that loads a script from elsewhere (it then breaks without
+the network: raw LaTeX, no explorer). Usage: python tests/check_built_book.py _build/html
 """
 
 import json
 import re
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 VIEW = re.compile(r'<script type="application/vnd.jupyter.widget-view\+json">(.*?)</script>', re.S)
 STATE = re.compile(
     r'<script type="application/vnd.jupyter.widget-state\+json">(.*?)</script>', re.S
 )
+
+# What a page loads: scripts, stylesheets, preloads and icons (links to read elsewhere are
+# <a href>, not checked).
+LOADS = re.compile(
+    r'<script\b[^>]*\bsrc="([^"]*)"|<link\b(?=[^>]*\brel="(?:stylesheet|preload|modulepreload'
+    r'|icon)")[^>]*\bhref="([^"]*)"'
+)
+
+
+def foreign_loads(page: Path, text: str, root: Path) -> list[str]:
+    """What ``page`` loads from off the book, or from a book file that is not there."""
+    problems = []
+    for m in LOADS.finditer(text):
+        url = m.group(1) or m.group(2)
+        parts = urlsplit(url)
+        if parts.scheme or parts.netloc:
+            problems.append(f"loads {url} from off the book")
+            continue
+        target = (page.parent / parts.path).resolve()
+        if root.resolve() not in target.parents or not target.is_file():
+            problems.append(f"loads {url}, which the built book does not hold")
+    return problems
 
 
 def main(root: str) -> int:
@@ -23,6 +48,8 @@ def main(root: str) -> int:
     problems, rows = [], []
     for page in pages:
         text = page.read_text(encoding="utf-8")
+        if "_static" not in page.relative_to(root).parts:  # not the theme's Jinja macros
+            problems += [f"{page}: {p}" for p in foreign_loads(page, text, Path(root))]
         views = [json.loads(v)["model_id"] for v in VIEW.findall(text)]
         if not views:
             continue

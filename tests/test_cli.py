@@ -348,7 +348,7 @@ def test_a_checkpoint_of_another_model_is_refused(trained, tmp_path, capsys):
 def test_help_explains_every_option_with_examples(capsys):
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices
-    assert set(commands) == {"train", "evaluate", "translate"}
+    assert set(commands) == {"train", "evaluate", "translate", "export"}
     for name, sub in commands.items():
         for action in sub._actions:
             assert action.help, f"{name} {action.option_strings or action.dest} has no help"

@@ -1,10 +1,11 @@
-"""The command line: ``python -m attnbook train | evaluate | translate``.
+"""The command line: ``python -m attnbook train | evaluate | translate | export``.
 
 ``train`` builds a task's data and a model, trains it with :class:`attnbook.train.Trainer`
 and writes, into ``--out``: ``checkpoint.pt``, ``metrics.json``, ``history.csv``,
 ``loss.png`` and ``attention.png``. ``evaluate`` measures exact match by input length (and,
 for ``--task tsv``, BLEU, chrF and perplexity: :mod:`attnbook.evaluate`); ``translate`` runs
-a trained model on your own input. ``--help`` on each says more.
+a trained model on your own input; ``export`` writes a Transformer run as ONNX with its
+attention (:mod:`attnbook.export`). ``--help`` on each says more.
 
 A run is never destroyed by mistake: ``train`` refuses an ``--out`` that already holds a run
 (``--overwrite`` replaces it, ``--resume`` continues it), checks ``--out``, ``--data`` and the
@@ -95,9 +96,11 @@ __all__ = [
     "TRAIN_EXAMPLES",
     "EVALUATE_EXAMPLES",
     "TRANSLATE_EXAMPLES",
+    "EXPORT_EXAMPLES",
     "cmd_train",
     "cmd_evaluate",
     "cmd_translate",
+    "cmd_export",
 ]
 
 MODELS = ("rnn", "rnn-attention", "transformer")
@@ -425,6 +428,16 @@ examples:
 )
 
 
+EXPORT_EXAMPLES = (
+    """\
+examples:
+  %(prog)s --checkpoint runs/dates/checkpoint.pt --out site/dates.onnx
+
+"""
+    + EXIT_CODES_HELP
+)
+
+
 def program_name(argv0: str | None = None) -> str:
     """The name the command line was run by, for its usage, help and messages: ``attnbook``
     when ``argv0`` (default ``sys.argv[0]``) is the console script that installing the package
@@ -435,7 +448,7 @@ def program_name(argv0: str | None = None) -> str:
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    """The parser of ``python -m attnbook``: subcommands train, evaluate, translate, and
+    """The parser of ``python -m attnbook``: subcommands train, evaluate, translate, export, and
     ``--version``. ``prog``: the program name it shows (default :func:`program_name`)."""
     prog = program_name() if prog is None else prog
     parser = _Parser(
@@ -560,6 +573,31 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     )
     r.add_argument("--device", choices=DEVICES, default="auto", help="(default: auto)")
     r.set_defaults(func=cmd_translate)
+
+    # ---------------------------------------------------------------- export
+    x = sub.add_parser(
+        "export",
+        help="write a trained Transformer as ONNX, its attention included (for a web page)",
+        formatter_class=fmt,
+        epilog=EXPORT_EXAMPLES,
+        description="Export a --model transformer run to ONNX: token ids in, the logits and "
+        "the attention weights of every layer and head out (encoder self, decoder self, "
+        "cross), any source and target length; a JSON sidecar beside it holds the "
+        "vocabularies and special ids (attnbook.export). Needs pip install 'attnbook[export]'.",
+    )
+    x.add_argument(
+        "--checkpoint", required=True, metavar="FILE", help="a checkpoint.pt written by 'train'"
+    )
+    x.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE.onnx",
+        help="the ONNX file to write; the sidecar FILE.json is written beside it",
+    )
+    x.add_argument(
+        "--overwrite", action="store_true", help="replace FILE.onnx and FILE.json if they exist"
+    )
+    x.set_defaults(func=cmd_export)
     return parser
 
 
@@ -1299,6 +1337,42 @@ def cmd_translate(args: argparse.Namespace) -> int:
         else:
             src = torch.tensor([src_vocab.encode(text)], dtype=torch.long, device=device)
             print(tgt_vocab.decode(generate(model, src, max_len=max_len, beam=args.beam)[0]))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .export import export_onnx, missing_packages
+
+    out = Path(args.out)
+    if out.suffix != ".onnx":
+        raise ValueError(f"--out must name an .onnx file (such as dates.onnx), got {args.out!r}")
+    sidecar = out.with_suffix(".json")
+    if out.is_dir():
+        raise ValueError(f"--out {args.out} is a folder; give the .onnx file to write")
+    existing = [str(p) for p in (out, sidecar) if p.exists()]
+    if existing and not args.overwrite:
+        raise ValueError(f"--out: {' and '.join(existing)} already exist; pass --overwrite")
+    ckpt = load_checkpoint(args.checkpoint)
+    model, src_vocab, tgt_vocab, meta = _model_from_checkpoint(
+        ckpt, args.checkpoint, torch.device("cpu")
+    )
+    if meta["model"] != "transformer":
+        raise ValueError(
+            f"--checkpoint {args.checkpoint} holds a --model {meta['model']} run; export "
+            "writes the Transformer's attention, so it takes --model transformer runs only"
+        )
+    missing = missing_packages()
+    if missing:  # after every argument is checked
+        raise ImportError(f"export needs {' and '.join(missing)}: pip install 'attnbook[export]'")
+    info = {
+        "checkpoint": Path(args.checkpoint).name,
+        "step": ckpt.get("step"),
+        "task": meta.get("task"),
+        "task_kwargs": {k: v for k, v in (meta.get("task_kwargs") or {}).items() if k != "path"},
+        "model_kwargs": meta.get("model_kwargs"),
+    }
+    written = export_onnx(model, out, src_vocab, tgt_vocab, info=info)
+    print(f"wrote {out} ({written['bytes'] / 1024:.0f} KiB) and {sidecar}")
     return 0
 
 

@@ -1,18 +1,17 @@
 """What the browser tests share: the built book served on localhost, and Chromium.
 
-The tests run after `jupyter-book build` (make test does that first). The book is served from
-_build/html (or $BOOK_HTML) on localhost; the scripts the pages load from CDNs (RequireJS, the
-widget manager, MathJax) are served from npm packages in .cache/js (make js-assets), since
-these machines reach no CDN, and every other request off localhost is refused. Every test here
-is skipped, with the reason printed, when Chromium, Playwright, the JS packages or the built
-book are missing.
+The tests run after `make book` (make test builds it first). The book is served from
+_build/html (or $BOOK_HTML) on localhost, with the scripts its pages load (RequireJS, the
+widget manager, MathJax) in its own vendor/ folder (tests/book_js.py puts them there), and
+every request off localhost is refused and recorded (`blocked`): the pages must work with no
+network. Every test here is skipped, with the reason printed, when Chromium, Playwright or the
+built book are missing.
 """
 
 import functools
 import http.server
 import importlib.util
 import os
-import re
 import shutil
 import threading
 from pathlib import Path
@@ -21,7 +20,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HTML = Path(os.environ.get("BOOK_HTML", ROOT / "_build" / "html"))
-JS = ROOT / ".cache" / "js"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 LAUNCH_ARGS = [
     "--no-sandbox",
@@ -41,8 +39,6 @@ def missing() -> str | None:
         return "Chromium is not installed (apt-get install chromium)"
     if not (HTML / "book").is_dir():
         return f"the book is not built at {HTML} (make book)"
-    if not (JS / ".done").exists():
-        return f"the page's JS packages are not in {JS} (make js-assets)"
     return None
 
 
@@ -52,20 +48,6 @@ def _browser_tests_need_the_toolchain():
     reason = missing()
     if reason:
         pytest.skip(reason)
-
-
-def local_file(url: str) -> Path | None:
-    """The npm file that stands in for a CDN URL."""
-    if "require.min.js" in url:
-        return JS / "requirejs" / "require.js"
-    for pattern, folder in (
-        (r"html-manager@[\d.]+/dist/(.*)$", "html-manager/dist"),
-        (r"mathjax@3[\d.]*/(.*)$", "mathjax"),
-    ):
-        m = re.search(pattern, url)
-        if m:
-            return JS / folder / m.group(1).split("?")[0]
-    return None
 
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
@@ -102,22 +84,20 @@ def browser():
 
 
 @pytest.fixture(scope="session")
-def new_page(browser, book_url):
+def blocked() -> list[str]:
+    """Every URL off localhost that a page asked for (and did not get), in order."""
+    return []
+
+
+@pytest.fixture(scope="session")
+def new_page(browser, book_url, blocked):
     """``new_page(viewport)``: a page whose requests stay on this machine."""
 
     def route(r):
-        url = r.request.url
-        if url.startswith(book_url):
-            if url.endswith(".html"):  # the npm require.js differs from the CDN's
-                resp = r.fetch()  # minified file: drop the SRI hash
-                return r.fulfill(
-                    response=resp, body=re.sub(r'\sintegrity="[^"]*"', "", resp.text())
-                )
+        if r.request.url.startswith(book_url):
             return r.continue_()
-        path = local_file(url)
-        if path is not None and path.is_file():
-            return r.fulfill(path=str(path))
-        return r.abort()  # nothing else may leave this machine
+        blocked.append(r.request.url)
+        return r.abort()  # nothing may leave this machine
 
     def make(viewport):
         page = browser.new_page(viewport=viewport)

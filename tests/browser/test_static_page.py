@@ -1,9 +1,9 @@
 """The built book in a real browser: explorers work without a kernel, MathJax typesets.
 
-Runs after `jupyter-book build` (make test does that first), on the built book that
-conftest.py serves, with the CDN scripts from .cache/js. Screenshots of the checked pages land
-in test-artifacts/. Skipped, with the reason printed, when Chromium, Playwright, the JS
-packages or the built book are missing (conftest.py).
+Runs after `make book` (make test builds it first), on the built book that conftest.py serves
+with no network (the pages' scripts come from the book's vendor/). Screenshots of the checked
+pages land in test-artifacts/. Skipped, with the reason printed, when Chromium, Playwright or
+the built book are missing (conftest.py).
 """
 
 from pathlib import Path
@@ -12,7 +12,7 @@ import pytest
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
-# Page errors that come from the toolchain, not from the book, seen with the real CDN files too:
+# Page errors that come from the toolchain, not from the book, seen with the CDN's files too:
 # sphinx-thebe declares THEBE_JS_URL twice, and html-manager 1.0.6 calls MathJax 2's
 # `MathJax.Hub.Queue`, which MathJax 3 (the page's) does not have.
 KNOWN_TOOLCHAIN_ERRORS = (
