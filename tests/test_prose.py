@@ -37,6 +37,8 @@ STATED = {
     "64": "d_k = d_v = 512 / 8 in the base Transformer",
     "0.1": "dropout and label smoothing of the base Transformer",
     "4000": "warm-up steps of the paper's schedule",
+    "100,000": "training steps of the paper's base model (Vaswani et al. 2017, section 5.2)",
+    "25,000": "source and target tokens per batch in the paper (section 5.1)",
     "10000": "the base of the sinusoidal positional encoding",
     "10,000": "the base of the sinusoidal positional encoding",
     "0.9": "Adam's beta1 in the paper",
@@ -60,7 +62,7 @@ REFERENCE = (
     r"appendix|page|pages|stage|stages|level|levels|option|lens|notes?)"
 )
 NOTES_SECTION = re.compile(r"^\d\.\d(?:\.\d)?$")
-YEAR = re.compile(r"^(19[5-9]\d|20[0-4]\d)[a-z]?$")
+YEAR = re.compile(r"^(1[6-9]\d\d|20\d\d)[a-z]?$")
 NUMBER = re.compile(r"(?<![\w.$\\])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?%?(?![\w])")
 
 STRIP = [
