@@ -1,6 +1,7 @@
 """benchmarks/book_speed.py times ``make test`` stage by stage as the Makefile runs it, and
 ``make test`` still runs every check it ran before it was split into phases."""
 
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +14,11 @@ import book_speed  # noqa: E402
 
 def make_dry_run(*targets: str) -> str:
     """The commands ``make -n`` would run, sub-makes included (-n recurses into $(MAKE))."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     done = subprocess.run(
         ["make", "-n", "--no-print-directory", *targets],
         cwd=ROOT,
+        env=env,
         capture_output=True,
         text=True,
     )
