@@ -148,9 +148,9 @@ class Trainer(CheckpointMixin):
 
     def _make_optimizer(self) -> torch.optim.Optimizer:
         # foreach=True: one multi-tensor update for all parameters instead of a Python loop
-        # over them (torch picks it by itself only on CUDA). The same arithmetic per tensor,
-        # so the weights are bitwise those of the loop (tests/test_train.py checks it), and
-        # the small models of the book train about 15% faster on a CPU.
+        # over them (torch picks it by itself only on CUDA), which saves the loop's
+        # per-tensor overhead on a CPU. The same arithmetic per tensor, so the weights are
+        # bitwise those of the loop (tests/test_train_foreach.py checks it).
         c = self.config
         params = [p for p in self.model.parameters() if p.requires_grad]
         if c.optimizer == "adamw":
