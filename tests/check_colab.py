@@ -1,6 +1,7 @@
 """Run every chapter as a reader on Google Colab would, and fail if any cell raises.
 
 Usage: python tests/check_colab.py [book/NN_name.ipynb ...]      (``make colab-check``)
+       python tests/check_colab.py --env-only       (``make colab-env``: steps 1 and 2 only)
 
 Colab comes with its own packages, and a chapter's setup cell only adds the book's package on
 top (``%pip install "attnbook @ git+...@<commit>"``). Colab's published list (2026-08) has
@@ -65,7 +66,12 @@ def freeze(python: Path) -> dict[str, str]:
     return dict(line.lower().split("==", 1) for line in out.splitlines() if "==" in line)
 
 
-def main(chapters: list[str]) -> int:
+def main(args: list[str]) -> int:
+    env_only = "--env-only" in args
+    chapters = [a for a in args if a != "--env-only"]
+    if env_only and chapters:
+        print("--env-only runs no chapter: give it no chapters", file=sys.stderr)
+        return 2
     start = time.perf_counter()
     python = VENV / "bin" / "python"
     if not python.exists():
@@ -111,6 +117,8 @@ def main(chapters: list[str]) -> int:
         "python3",
         stdout=subprocess.DEVNULL,
     )
+    if env_only:
+        return 0
     chapters = chapters or sorted(str(p) for p in (ROOT / "book").glob("[0-9]*.ipynb"))
     # the chapters import the installed package, not src/: run them from outside the checkout
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

@@ -292,7 +292,10 @@ def test_trainer_trains_an_rnn_with_attention(task):
     assert trainer.d_model == 32  # noam would use hidden_dim
 
 
-def test_progress_bar_and_its_silence(task, capfd):
+def test_progress_bar_and_its_silence(task, capfd, monkeypatch):
+    # the bar fits the terminal: tqdm reads COLUMNS where stderr is not one (pytest-xdist's
+    # workers set it to 80, which cuts "exact=" off), so give it room for every field
+    monkeypatch.setenv("COLUMNS", "200")
     Trainer(transformer(task), task, config=quiet(steps=3)).fit()
     out, err = capfd.readouterr()
     assert out == "" and err == ""

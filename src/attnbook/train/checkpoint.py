@@ -283,6 +283,8 @@ class CheckpointMixin:
                 f"sizes or layers): {' '.join(lines[1:3])[:200]}"
             ) from e
         self.optimizer.load_state_dict(ckpt["optimizer"])
+        for group in self.optimizer.param_groups:  # a checkpoint saved before foreach=True
+            group["foreach"] = True  # (the same weights either way, see _make_optimizer)
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.scaler.load_state_dict(ckpt["scaler"])
         self.order.load_state_dict(ckpt["order"])

@@ -1,0 +1,66 @@
+"""benchmarks/book_speed.py times ``make test`` stage by stage as the Makefile runs it, and
+``make test`` still runs every check it ran before it was split into phases."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import book_speed  # noqa: E402
+
+
+def make_dry_run(*targets: str) -> str:
+    """The commands ``make -n`` would run, sub-makes included (-n recurses into $(MAKE))."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    done = subprocess.run(
+        ["make", "-n", "--no-print-directory", *targets],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_benchmark_reads_the_phases_of_make_test():
+    phases = book_speed.make_test_phases(ROOT / "Makefile")
+    assert phases[0] == {"stages": [book_speed.INSTALL_STAGE], "jobs": 1, "env": {}}
+    stages = [s for p in phases[1:] for s in p["stages"]]
+    assert len(stages) == len(set(stages)), stages
+    targets = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
+    assert set(stages) <= targets, set(stages) - targets
+    assert all(p["jobs"] >= 1 for p in phases)
+
+
+def test_make_test_runs_every_check():
+    planned = make_dry_run("test")
+    for check, command in {
+        "lint": "ruff check src tests benchmarks book",
+        "unit": "-m pytest tests --ignore=tests/browser",
+        "nbval": "ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE",
+        "colab-check": "tests/check_colab.py\n",
+        "colab-env": "tests/check_colab.py --env-only",
+        "build-check": "tests/check_built_book.py _build/html",
+        "browser": "-m pytest tests/browser",
+    }.items():
+        assert command in planned, f"make test no longer runs {check} ({command!r})"
+    # the browser test reads the build: it must come after it
+    assert planned.index("check_built_book.py") < planned.index("pytest tests/browser")
+
+
+def test_the_include_states_measured_times():
+    results = {
+        "machine": {"cpu_count": 2, "threads": 2},
+        "chapters": [
+            {"chapter": "01_a.ipynb", "seconds": 12.4},
+            {"chapter": "02_b.ipynb", "seconds": 40.6},
+        ],
+        "suite": {"seconds": 630.0},
+    }
+    text = book_speed.include_text(results)
+    assert "12 to 41 seconds" in text and "`02_b.ipynb`" in text
+    assert "all 2 in 0.9 min" in text and "takes 10.5 min" in text
