@@ -21,7 +21,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_tensor
+from ._checks import (
+    check_module_input,
+    check_nonempty,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+    checked,
+)
 
 __all__ = ["sinusoidal_encoding", "relative_shift_matrix", "PositionalEncoding"]
 
@@ -142,3 +149,12 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}, kind={self.kind!r}"
+
+
+def _check_positional_forward(self, x, offset=0) -> None:
+    check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
+    check_nonempty("x", x, "(B, L, d_model)")
+    check_module_input("x", x, self)
+
+
+PositionalEncoding.forward = checked(_check_positional_forward)(PositionalEncoding.forward)
