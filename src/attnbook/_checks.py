@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 __all__ = [
+    "TOKEN_DTYPES",
     "check_bool",
     "check_device",
     "check_like",
