@@ -35,6 +35,7 @@ __all__ = [
     "check_probability",
     "check_same_size",
     "checked",
+    "checked_too",
     "checks_active",
     "unchecked",
 ]
@@ -87,6 +88,24 @@ def checked(check: Callable) -> Callable:
                 return fn(*args, **kwargs)
             finally:
                 _state.off = 0
+
+        wrapper.check = check
+        return wrapper
+
+    return decorate
+
+
+def checked_too(check: Callable) -> Callable:
+    """Decorator: like :func:`checked`, ``check_fn`` runs first where checks are active, but
+    the function's own calls keep their checks (for code whose checks live inline, as the
+    RNN modules' do: they must not step aside)."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not _recording() and not getattr(_state, "off", 0):
+                check(*args, **kwargs)
+            return fn(*args, **kwargs)
 
         wrapper.check = check
         return wrapper

@@ -247,6 +247,12 @@ class TrainConfig:
             raise ValueError(f"device must be one of {DEVICES} (or 'cuda:N'), got {self.device!r}")
         if self.amp not in (None, True, False):
             raise TypeError(f"amp must be None (auto), True or False, got {self.amp!r}")
+        for name in ("bucket", "compile", "progress"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(
+                    f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}"
+                )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

@@ -77,6 +77,10 @@ class Trainer(CheckpointMixin):
         config = TrainConfig() if config is None else config
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(
+                f"meta must be a dict (stored in checkpoints), got {type(meta).__name__}"
+            )
         self.config, self.meta = config, dict(meta or {})
         if isinstance(train_data, TaskData):  # a whole task: its splits and vocabs
             task = train_data
