@@ -146,6 +146,16 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tenso
 def _check_padding_mask(lengths_or_tokens, pad_id=None, max_len=None) -> None:
     if isinstance(lengths_or_tokens, torch.Tensor) and lengths_or_tokens.dim() == 2:
         check_nonempty("lengths_or_tokens", lengths_or_tokens, "(B, L)")
+    if (
+        isinstance(lengths_or_tokens, torch.Tensor)
+        and lengths_or_tokens.dim() == 1
+        and not lengths_or_tokens.is_floating_point()
+        and lengths_or_tokens.numel()
+        and bool((lengths_or_tokens < 0).any())
+    ):
+        raise ValueError(
+            f"lengths_or_tokens holds lengths, which must be >= 0, got {lengths_or_tokens.tolist()}"
+        )
     if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)):
         raise TypeError(
             f"pad_id must be an int (a token id), got {type(pad_id).__name__} {pad_id!r}"

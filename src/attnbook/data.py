@@ -565,6 +565,8 @@ def length_controlled(
         raise ValueError(f"n_symbols must be <= {len(_ALPHABET)}, got {n_symbols}")
     check_positive_int("n_per_length", n_per_length)
     check_positive_int("seed", seed, minimum=0)
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise TypeError(f"lengths must be an iterable of ints, got {type(lengths).__name__}")
     lengths = list(lengths)
     if not lengths:
         raise ValueError("lengths must name at least one length")

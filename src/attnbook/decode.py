@@ -38,6 +38,8 @@ H, L)`` (step ``i`` attends over BOS and the ``i`` tokens before it: a lower-tri
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -66,6 +68,9 @@ def _check_target_id(model, name: str, value: int) -> None:
 def _check_decoding(model, src, *, return_attention=False, **options) -> None:
     """What the decoders' shared check (:func:`_check_arguments`) does not cover."""
     check_bool("return_attention", return_attention)
+    alpha = options.get("length_penalty", 0.0)
+    if isinstance(alpha, float) and not math.isfinite(alpha):
+        raise ValueError(f"length_penalty must be a finite number >= 0 (GNMT's alpha), got {alpha}")
 
 
 def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:

@@ -42,7 +42,7 @@ def _check_d_model_and_base(d_model, base) -> float:
         )
     if isinstance(base, bool) or not isinstance(base, (int, float)):
         raise TypeError(f"base must be a number > 1, got {type(base).__name__} {base!r}")
-    if not base > 1:
+    if not 1 < base < float("inf"):
         raise ValueError(f"base must be > 1, got {base}")
     return float(base)
 
@@ -155,6 +155,12 @@ def _check_positional_forward(self, x, offset=0) -> None:
     check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
     check_nonempty("x", x, "(B, L, d_model)")
     check_module_input("x", x, self)
+    if isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
+        if offset + x.shape[1] > self.max_len:
+            raise ValueError(
+                f"offset={offset} puts the input's {x.shape[1]} positions at "
+                f"{offset}..{offset + x.shape[1] - 1}, beyond max_len={self.max_len}"
+            )
 
 
 PositionalEncoding.forward = checked(_check_positional_forward)(PositionalEncoding.forward)

@@ -578,6 +578,7 @@ def _check_context_decoder(self, tgt_in, context) -> None:
 
 
 def _check_attention_decoder(self, tgt_in, state, memory, src_mask) -> None:
+    check_token_ids("tgt_in", tgt_in, ndim=2, shape_hint="(B, T) of token ids")
     _check_recurrent_input(self, "tgt_in", tgt_in, state, "state")
     if isinstance(memory, torch.Tensor):
         check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, D)")
@@ -592,12 +593,19 @@ def _check_encoder(self, src) -> None:
 def _check_seq2seq(self, src, tgt_in, return_attention=False) -> None:
     check_bool("return_attention", return_attention)
     _check_recurrent_input(self.encoder, "src", src, (), "")
+    _check_recurrent_input(self.decoder, "tgt_in", tgt_in, (), "")
+
+
+def _check_seq2seq_step(self, tokens, state) -> None:
+    if isinstance(tokens, torch.Tensor):
+        check_device("tokens", tokens, self.encoder.embedding.weight.device, "the Seq2Seq")
 
 
 RNNEncoder.forward = checked_too(_check_encoder)(RNNEncoder.forward)
 ContextDecoder.forward = checked_too(_check_context_decoder)(ContextDecoder.forward)
 AttentionDecoder.forward = checked_too(_check_attention_decoder)(AttentionDecoder.forward)
 Seq2Seq.forward = checked_too(_check_seq2seq)(Seq2Seq.forward)
+Seq2Seq.decode_step = checked_too(_check_seq2seq_step)(Seq2Seq.decode_step)
 
 
 # --------------------------------------------------------------------------------------------

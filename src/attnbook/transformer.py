@@ -288,7 +288,7 @@ def _check_activations(name: str, x, module: nn.Module, d_model: int, hint: str)
     check_module_input(name, x, module)
 
 
-def _check_layer_mask(name: str, mask, b: int, l_q: int, l_k: int) -> None:
+def _check_layer_mask(name: str, mask, b: int, l_q: int, l_k: int, like=None) -> None:
     """A mask a layer hands to its attention: ``(L_q, L_k)``, ``(B, L_q | 1, L_k)`` or
     ``(B, H | 1, L_q | 1, L_k)``, boolean, True = may attend."""
     if mask is None:
@@ -300,6 +300,8 @@ def _check_layer_mask(name: str, mask, b: int, l_q: int, l_k: int) -> None:
         boolean=True,
         shape_hint=f"({l_q}, {l_k}) or ({b}, {l_q}, {l_k})",
     )
+    if like is not None:
+        check_device(name, mask, like.device, "the input")
     want = (b, l_q, l_k) if mask.dim() < 4 else (b, mask.shape[1], l_q, l_k)
     try:
         ok = torch.broadcast_shapes(mask.shape, want) == want
@@ -338,7 +340,7 @@ def _check_sublayer(self, x, sublayer) -> None:
 
 def _check_encoder_layer(self, x, mask=None, need_weights=False) -> None:
     _check_activations("x", x, self, self.self_attn.d_model, "(B, S, d_model)")
-    _check_layer_mask("mask", mask, x.shape[0], x.shape[1], x.shape[1])
+    _check_layer_mask("mask", mask, x.shape[0], x.shape[1], x.shape[1], x)
     check_bool("need_weights", need_weights)
 
 
@@ -347,8 +349,8 @@ def _check_decoder_layer(self, x, memory, tgt_mask=None, memory_mask=None, need_
     _check_activations("x", x, self, d_model, "(B, T, d_model)")
     _check_activations("memory", memory, self, d_model, "(B, S, d_model)")
     check_same_size("x", x.shape[0], "memory", memory.shape[0], "batch size")
-    _check_layer_mask("tgt_mask", tgt_mask, x.shape[0], x.shape[1], x.shape[1])
-    _check_layer_mask("memory_mask", memory_mask, x.shape[0], x.shape[1], memory.shape[1])
+    _check_layer_mask("tgt_mask", tgt_mask, x.shape[0], x.shape[1], x.shape[1], x)
+    _check_layer_mask("memory_mask", memory_mask, x.shape[0], x.shape[1], memory.shape[1], x)
     check_bool("need_weights", need_weights)
 
 
@@ -505,7 +507,7 @@ class Transformer(nn.Module):
         return tokens
 
     @staticmethod
-    def _check_mask(name: str, mask, b: int, l_q: int, l_k: int) -> None:
+    def _check_mask(name: str, mask, b: int, l_q: int, l_k: int, like=None) -> None:
         if mask is None or not checks_active():
             return
         check_tensor(
@@ -515,6 +517,8 @@ class Transformer(nn.Module):
             boolean=True,
             shape_hint=f"({l_q}, {l_k}) or ({b}, {l_q} or 1, {l_k})",
         )
+        if like is not None:
+            check_device(name, mask, like.device, "the model")
         try:
             ok = torch.broadcast_shapes(mask.shape, (b, l_q, l_k)) == (b, l_q, l_k)
         except RuntimeError:
@@ -539,7 +543,7 @@ class Transformer(nn.Module):
     def _check_encode(self, src, src_mask=None, return_attention=False) -> None:
         self._check_tokens("src", src, "src_vocab_size")
         check_bool("return_attention", return_attention)
-        self._check_mask("src_mask", src_mask, src.shape[0], src.shape[1], src.shape[1])
+        self._check_mask("src_mask", src_mask, src.shape[0], src.shape[1], src.shape[1], src)
 
     @checked(_check_encode)
     def encode(
@@ -573,8 +577,8 @@ class Transformer(nn.Module):
         check_bool("return_attention", return_attention)
         check_same_size("tgt", tgt.shape[0], "memory", memory.shape[0], "batch size")
         b, t = tgt.shape
-        self._check_mask("tgt_mask", tgt_mask, b, t, t)
-        self._check_mask("memory_mask", memory_mask, b, t, memory.shape[1])
+        self._check_mask("tgt_mask", tgt_mask, b, t, t, tgt)
+        self._check_mask("memory_mask", memory_mask, b, t, memory.shape[1], tgt)
 
     @checked(_check_decode)
     def decode(
@@ -611,9 +615,9 @@ class Transformer(nn.Module):
         check_same_size("src", src.shape[0], "tgt", tgt.shape[0], "batch size")
         check_bool("return_attention", return_attention)
         (b, s), t = src.shape, tgt.shape[1]
-        self._check_mask("src_mask", src_mask, b, s, s)
-        self._check_mask("tgt_mask", tgt_mask, b, t, t)
-        self._check_mask("memory_mask", memory_mask, b, t, s)
+        self._check_mask("src_mask", src_mask, b, s, s, src)
+        self._check_mask("tgt_mask", tgt_mask, b, t, t, src)
+        self._check_mask("memory_mask", memory_mask, b, t, s, src)
 
     @checked(_check_forward)
     def forward(

@@ -444,6 +444,8 @@ def train_model(
     The model trains on ``device`` (default ``"auto"``: CUDA, then Apple's MPS, then the CPU)
     and is handed back on the device it came on, also when training stops with an error, so
     the tensors a chapter makes on the CPU work with it afterwards."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(task, TaskData):
         raise TypeError(
             f"task must be a TaskData (from make_task or load_tsv), got {type(task).__name__}"
