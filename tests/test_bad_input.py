@@ -336,7 +336,7 @@ SPECS = [
         "FeedForward.forward",
         module_call(FFN),
         {"x": X},
-        {"x": ACTIVATION + [("wrong d_model", lambda t: t[..., :5])]},
+        {"x": NOT_TENSOR + FLOAT_KIND + EMPTY + META + [("wrong d_model", lambda t: t[..., :5])]},
     ),
     Spec(
         "SublayerConnection",

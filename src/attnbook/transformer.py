@@ -314,8 +314,15 @@ def _check_layer_mask(name: str, mask, b: int, l_q: int, l_k: int, like=None) ->
         )
 
 
-def _check_feed_forward(self, x) -> None:
-    _check_activations("x", x, self, self.linear1.in_features, "(B, L, d_model)")
+def _check_feed_forward(self, x) -> None:  # position-wise: any leading dimensions
+    d_model = self.linear1.in_features
+    check_tensor("x", x, floating=True, shape_hint="(..., d_model)")
+    if x.dim() < 1 or x.shape[-1] != d_model:
+        raise ValueError(
+            f"x must have last dimension d_model={d_model}, got shape {tuple(x.shape)}"
+        )
+    check_nonempty("x", x, "(..., d_model)")
+    check_module_input("x", x, self)
 
 
 def _check_sublayer_init(self, d_model, dropout=0.1, norm_first=False) -> None:

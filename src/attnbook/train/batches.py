@@ -116,8 +116,10 @@ def _check_vocab_fits(model: nn.Module, datasets: dict) -> None:
     for name, data in datasets.items():
         if data is None:
             continue
-        for side, vocab in (("src", data.src_vocab), ("tgt", data.tgt_vocab)):
-            size = getattr(model, f"{side}_vocab_size", None)
+        sizes = getattr(model, "src_vocab_size", None), getattr(model, "tgt_vocab_size", None)
+        for side, vocab, size in zip(
+            ("src", "tgt"), (data.src_vocab, data.tgt_vocab), sizes, strict=True
+        ):
             if isinstance(size, int) and size < len(vocab):
                 raise ValueError(
                     f"model has {side}_vocab_size={size}, but the {side} vocabulary of "
