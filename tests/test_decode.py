@@ -252,6 +252,9 @@ def test_the_cache_gives_the_same_ids_and_attention_as_the_full_prefix(
             )
 
 
+EIGHT = torch.tensor([8])
+
+
 def test_the_cache_runs_one_position_per_step():
     model = random_transformer(0)
     src = padded_sources(0)
@@ -259,10 +262,12 @@ def test_the_cache_runs_one_position_per_step():
     model.decoder.layers[0].feed_forward.register_forward_hook(
         lambda module, args, out: lengths.append(args[0].shape[1])
     )
-    greedy_decode(model, src, bos_id=BOS, eos_id=9, max_len=6)  # eos 9: never produced
+    # token 8 is never produced: its logit is -inf, so decoding runs to max_len
+    model.output.register_forward_hook(lambda module, args, out: out.index_fill(-1, EIGHT, -1e9))
+    greedy_decode(model, src, bos_id=BOS, eos_id=8, max_len=6)
     assert lengths == [1] * 6
     lengths.clear()
-    greedy_decode(model, src, bos_id=BOS, eos_id=9, max_len=6, use_cache=False)
+    greedy_decode(model, src, bos_id=BOS, eos_id=8, max_len=6, use_cache=False)
     assert lengths == [1, 2, 3, 4, 5, 6]
 
 
@@ -336,7 +341,7 @@ SRC = torch.randint(3, 9, (2, 4))
         (
             lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20, use_cache=False),
             ValueError,
-            "tgt has length 17 .* max_len=16",
+            "tokens has length 17 .* max_len=16",
         ),
         (
             lambda: greedy_decode(M, SRC, bos_id=1, eos_id=2, max_len=20),

@@ -208,6 +208,7 @@ KIND_ATTRIBUTES = {"has_attention", "attention", "hidden_dim", "d_model", "cell"
 # what a module may ask a model for by name: the protocol, and nn.Module's own training mode
 ALLOWED = {"pad_id", "max_len", "src_mask", "encode", "forward", "init_decoder", "decode_step"}
 ALLOWED |= {"reorder_state", "training", "train", "eval"}
+ALLOWED |= {"src_vocab_size", "tgt_vocab_size"}  # the protocol's optional members
 
 
 def _names(node) -> set[str]:

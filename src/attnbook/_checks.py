@@ -23,11 +23,19 @@ from collections.abc import Callable, Sequence
 import torch
 
 __all__ = [
+    "TOKEN_DTYPES",
+    "check_bool",
+    "check_device",
+    "check_like",
+    "check_module_input",
+    "check_nonempty",
     "check_tensor",
+    "check_token_ids",
     "check_positive_int",
     "check_probability",
     "check_same_size",
     "checked",
+    "checked_too",
     "checks_active",
     "unchecked",
 ]
@@ -80,6 +88,24 @@ def checked(check: Callable) -> Callable:
                 return fn(*args, **kwargs)
             finally:
                 _state.off = 0
+
+        wrapper.check = check
+        return wrapper
+
+    return decorate
+
+
+def checked_too(check: Callable) -> Callable:
+    """Decorator: like :func:`checked`, ``check_fn`` runs first where checks are active, but
+    the function's own calls keep their checks (for code whose checks live inline, as the
+    RNN modules' do: they must not step aside)."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            if not _recording() and not getattr(_state, "off", 0):
+                check(*args, **kwargs)
+            return fn(*args, **kwargs)
 
         wrapper.check = check
         return wrapper
@@ -146,3 +172,85 @@ def check_same_size(name_a: str, a: int, name_b: str, b: int, what: str) -> None
     """Raise if two sizes that must agree differ."""
     if a != b:
         raise ValueError(f"{name_a} and {name_b} must have the same {what}, got {a} and {b}")
+
+
+def check_bool(name: str, value) -> bool:
+    """Check that ``value`` is a bool (a flag: ``"no"`` or ``0`` is refused, not read as
+    truthy); return it."""
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}"
+        )
+    return value
+
+
+def check_nonempty(name: str, x: torch.Tensor, what: str = "") -> torch.Tensor:
+    """Check that no dimension of ``x`` has size 0 (an empty batch, sequence or feature axis
+    gives an empty or NaN result further down); return it."""
+    if x.numel() == 0:
+        hint = f" {what}" if what else ""
+        raise ValueError(
+            f"{name} must not be empty: every dimension{hint} needs size >= 1, got shape "
+            f"{tuple(x.shape)}"
+        )
+    return x
+
+
+def check_like(name: str, x: torch.Tensor, ref_name: str, ref: torch.Tensor) -> torch.Tensor:
+    """Check that ``x`` has the dtype and the device of ``ref`` (tensors that meet in one
+    product must); return it."""
+    if x.dtype != ref.dtype:
+        raise TypeError(
+            f"{name} must have the same dtype as {ref_name} ({ref.dtype}), got {x.dtype}; "
+            f"convert one of them (.to({ref.dtype}) or .to({x.dtype}))"
+        )
+    if x.device != ref.device:
+        raise ValueError(
+            f"{name} must be on the same device as {ref_name} ({ref.device}), got {x.device}; "
+            f"move it with .to({str(ref.device)!r})"
+        )
+    return x
+
+
+def check_device(name: str, x: torch.Tensor, device: torch.device, what: str) -> torch.Tensor:
+    """Check that ``x`` is on ``device`` (the device of ``what``, say the model); return it."""
+    if x.device != device:
+        raise ValueError(
+            f"{name} is on {x.device} but {what} is on {device}; move it with .to({str(device)!r})"
+        )
+    return x
+
+
+def check_module_input(name: str, x: torch.Tensor, module: torch.nn.Module) -> torch.Tensor:
+    """Check that a floating input ``x`` has the dtype and device of ``module``'s parameters
+    (or buffers; a module with neither takes any); return it."""
+    ref = next(module.parameters(), None)
+    if ref is None:
+        ref = next(module.buffers(), None)
+    if ref is None:
+        return x
+    kind = type(module).__name__
+    if x.is_floating_point() and ref.is_floating_point() and x.dtype != ref.dtype:
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but the {kind}'s weights are {ref.dtype}; convert "
+            f"the input ({name}.to({ref.dtype})) or the module (.to({x.dtype}))"
+        )
+    return check_device(name, x, ref.device, f"the {kind}")
+
+
+TOKEN_DTYPES = (torch.int64, torch.int32)
+
+
+def check_token_ids(
+    name: str, x, *, ndim: int | Sequence[int] = 2, shape_hint: str = ""
+) -> torch.Tensor:
+    """Check that ``x`` is a tensor of token ids an embedding can read: integer, of dtype
+    int64 (``torch.long``) or int32 (other integer kinds are refused with the conversion to
+    make), with no zero-size dimension; return it."""
+    check_tensor(name, x, ndim=ndim, integer=True, shape_hint=shape_hint)
+    if x.dtype not in TOKEN_DTYPES:
+        raise TypeError(
+            f"{name} must hold token ids as torch.int64 (long) or torch.int32, got dtype "
+            f"{x.dtype}; convert with {name}.long()"
+        )
+    return x

@@ -26,6 +26,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._checks import (
+    check_bool,
+    check_like,
+    check_module_input,
+    check_nonempty,
     check_positive_int,
     check_probability,
     check_same_size,
@@ -59,8 +63,15 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 
 
-def _check_mask(mask, scores_shape: torch.Size, name: str = "mask") -> torch.Tensor:
+def _check_mask(
+    mask, scores_shape: torch.Size, name: str = "mask", like: torch.Tensor | None = None
+) -> torch.Tensor:
     check_tensor(name, mask, boolean=True)
+    if like is not None and mask.device != like.device:
+        raise ValueError(
+            f"{name} is on {mask.device} but the scores are on {like.device}; move it with "
+            f".to({str(like.device)!r})"
+        )
     try:
         shape = torch.broadcast_shapes(mask.shape, scores_shape)
     except RuntimeError:
@@ -128,6 +139,49 @@ def causal_mask(n: int, device: torch.device | str | None = None) -> torch.Tenso
     return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
+# The two functions above are printed by the book as they read; their further checks (the
+# ids' kind and size, pad_id's type, device's name) run first, at the edge, through checked.
+
+
+def _check_padding_mask(lengths_or_tokens, pad_id=None, max_len=None) -> None:
+    if isinstance(lengths_or_tokens, torch.Tensor) and lengths_or_tokens.dim() == 2:
+        check_nonempty("lengths_or_tokens", lengths_or_tokens, "(B, L)")
+    if (
+        isinstance(lengths_or_tokens, torch.Tensor)
+        and lengths_or_tokens.dim() == 1
+        and not lengths_or_tokens.is_floating_point()
+        and lengths_or_tokens.numel()
+        and bool((lengths_or_tokens < 0).any())
+    ):
+        raise ValueError(
+            f"lengths_or_tokens holds lengths, which must be >= 0, got {lengths_or_tokens.tolist()}"
+        )
+    if pad_id is not None and (isinstance(pad_id, bool) or not isinstance(pad_id, int)):
+        raise TypeError(
+            f"pad_id must be an int (a token id), got {type(pad_id).__name__} {pad_id!r}"
+        )
+
+
+def _check_device_name(n, device=None) -> None:
+    if device is None or isinstance(device, torch.device):
+        return
+    if not isinstance(device, str):
+        raise TypeError(
+            f"device must be a torch.device, a name such as 'cpu' or 'cuda', or None, got "
+            f"{type(device).__name__} {device!r}"
+        )
+    try:
+        torch.device(device)
+    except RuntimeError:
+        raise ValueError(
+            f"device must name a device such as 'cpu', 'cuda' or 'cuda:0', got {device!r}"
+        ) from None
+
+
+padding_mask = checked(_check_padding_mask)(padding_mask)
+causal_mask = checked(_check_device_name)(causal_mask)
+
+
 # --------------------------------------------------------------------------------------------
 # step 2: masked softmax
 # --------------------------------------------------------------------------------------------
@@ -139,13 +193,14 @@ def _check_masked_softmax(scores, mask=None) -> None:
         raise ValueError(
             f"scores must have at least one key (last axis), got shape {tuple(scores.shape)}"
         )
+    check_nonempty("scores", scores)
     if mask is not None:
         if scores.dim() < 2:
             raise ValueError(
                 "scores must be (..., L_q, L_k) when a mask is given, got shape "
                 f"{tuple(scores.shape)}"
             )
-        _check_mask(mask, scores.shape)
+        _check_mask(mask, scores.shape, like=scores)
 
 
 @checked(_check_masked_softmax)
@@ -191,6 +246,17 @@ def softmax_saturation(scores: torch.Tensor) -> dict[str, torch.Tensor]:
 # --------------------------------------------------------------------------------------------
 
 
+def _check_batch_dims(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
+    """The leading (batch) dimensions of two (..., L, d) tensors must broadcast."""
+    try:
+        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{name_a} and {name_b} must have broadcastable batch dimensions (...), got "
+            f"{name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)}"
+        ) from None
+
+
 def _check_query_keys(query, keys):
     check_tensor("query", query, floating=True, shape_hint="(..., L_q, d_q)")
     check_tensor("keys", keys, floating=True, shape_hint="(..., L_k, d_k)")
@@ -199,6 +265,10 @@ def _check_query_keys(query, keys):
             f"query and keys must be (..., L, d) with at least 2 dimensions, got "
             f"query {tuple(query.shape)} and keys {tuple(keys.shape)}"
         )
+    check_nonempty("query", query, "(..., L_q, d_q)")
+    check_nonempty("keys", keys, "(..., L_k, d_k)")
+    check_like("keys", keys, "query", query)
+    _check_batch_dims("query", query, "keys", keys)
 
 
 def _check_dot(query, keys) -> None:
@@ -224,6 +294,7 @@ def scaled_dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
 def _check_general(query, keys, weight) -> None:
     _check_query_keys(query, keys)
     check_tensor("weight", weight, ndim=2, floating=True, shape_hint="(d_q, d_k)")
+    check_like("weight", weight, "query", query)
     if weight.shape != (query.shape[-1], keys.shape[-1]):
         raise ValueError(
             f"weight must have shape (d_q, d_k) = ({query.shape[-1]}, "
@@ -245,6 +316,9 @@ def _check_additive(query, keys, w_a, v_a) -> None:
     d_q, d_k = query.shape[-1], keys.shape[-1]
     check_tensor("w_a", w_a, ndim=2, floating=True, shape_hint="(d_attn, d_q + d_k)")
     check_tensor("v_a", v_a, ndim=1, floating=True, shape_hint="(d_attn,)")
+    check_nonempty("w_a", w_a, "(d_attn, d_q + d_k)")
+    check_like("w_a", w_a, "query", query)
+    check_like("v_a", v_a, "query", query)
     if w_a.shape[1] != d_q + d_k:
         raise ValueError(
             f"w_a must have shape (d_attn, d_q + d_k) = (d_attn, {d_q + d_k}), "
@@ -286,12 +360,19 @@ def _check_sdpa(q, k, v, mask=None, dropout_p=0.0) -> None:
             raise ValueError(
                 f"{name} must have at least 2 dimensions (..., L, d), got shape {tuple(t.shape)}"
             )
+    check_nonempty("q", q, "(..., L_q, d_k)")
+    check_nonempty("k", k, "(..., L_k, d_k)")
+    check_nonempty("v", v, "(..., L_k, d_v)")
+    check_like("k", k, "q", q)
+    check_like("v", v, "q", q)
     check_same_size("q", q.shape[-1], "k", k.shape[-1], "last dimension (d_k)")
     check_same_size("k", k.shape[-2], "v", v.shape[-2], "number of positions (L_k)")
+    _check_batch_dims("q", q, "k", k)
+    _check_batch_dims("k", k, "v", v)
     check_probability("dropout_p", dropout_p)
     if mask is not None:  # against the scores (..., L_q, L_k)
         batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
-        _check_mask(mask, torch.Size((*batch, q.shape[-2], k.shape[-2])))
+        _check_mask(mask, torch.Size((*batch, q.shape[-2], k.shape[-2])), like=q)
 
 
 @checked(_check_sdpa)
@@ -345,12 +426,16 @@ class _ScoredAttention(nn.Module):
         check_same_size(
             "keys", keys.shape[1], "values", values.shape[1], "number of positions (L_k)"
         )
+        for name, t in (("query", query), ("keys", keys), ("values", values)):
+            check_nonempty(name, t)
+            check_module_input(name, t, self)
+        check_like("values", values, "keys", keys)
         q = query.unsqueeze(1) if query.dim() == 2 else query
         self.check_score(q, keys)
         if mask is not None:
             check_tensor("mask", mask, boolean=True)
             mask = mask.unsqueeze(1) if mask.dim() == 2 else mask
-            _check_mask(mask, torch.Size((q.shape[0], q.shape[1], keys.shape[1])))
+            _check_mask(mask, torch.Size((q.shape[0], q.shape[1], keys.shape[1])), like=keys)
 
     @checked(_check_forward)
     def forward(
@@ -412,7 +497,7 @@ class DotAttention(_ScoredAttention):
 
     def __init__(self, scaled: bool = False):
         super().__init__()
-        self.scaled = bool(scaled)
+        self.scaled = check_bool("scaled", scaled)
         self.score_name = "scaled_dot" if self.scaled else "dot"
 
     def score(self, query, keys):
@@ -539,6 +624,9 @@ class MultiHeadAttention(nn.Module):
                     f"{name} must have last dimension d_model={self.d_model}, got "
                     f"shape {tuple(t.shape)}"
                 )
+            check_nonempty(name, t, "(B, L, d_model)")
+            check_module_input(name, t, self)
+        check_bool("need_weights", need_weights)
         check_same_size("query", query.shape[0], "key", key.shape[0], "batch size")
         check_same_size("key", key.shape[0], "value", value.shape[0], "batch size")
         check_same_size("key", key.shape[1], "value", value.shape[1], "length (L_k)")
@@ -552,7 +640,7 @@ class MultiHeadAttention(nn.Module):
             )
             mask = mask.unsqueeze(1) if mask.dim() == 3 else mask  # (B, 1, L_q | 1, L_k)
             b, l_q, l_k = query.shape[0], query.shape[1], key.shape[1]
-            _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)))
+            _check_mask(mask, torch.Size((b, self.n_heads, l_q, l_k)), like=query)
 
     @checked(_check_forward)
     def forward(
@@ -619,6 +707,13 @@ class MultiHeadAttention(nn.Module):
             f"d_model={self.d_model}, n_heads={self.n_heads}, d_k={self.d_k}, "
             f"dropout={self.dropout}"
         )
+
+
+def _check_multihead_init(self, d_model, n_heads, dropout=0.0, bias=True) -> None:
+    check_bool("bias", bias)
+
+
+MultiHeadAttention.__init__ = checked(_check_multihead_init)(MultiHeadAttention.__init__)
 
 
 def to_torch_multihead(mha: MultiHeadAttention) -> nn.MultiheadAttention:

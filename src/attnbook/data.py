@@ -40,7 +40,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_bool, check_positive_int, check_tensor
 
 __all__ = [
     "PAD",
@@ -105,6 +105,8 @@ class Vocab:
                 "symbols must be a list of words for level='word'; a single str "
                 f"was given: {symbols!r:.60}"
             )
+        if isinstance(symbols, (bytes, dict)) or not isinstance(symbols, Iterable):
+            raise TypeError(f"symbols must be an iterable of str, got {type(symbols).__name__}")
         symbols = list(symbols)
         seen = set()
         for i, symbol in enumerate(symbols):
@@ -564,6 +566,8 @@ def length_controlled(
         raise ValueError(f"n_symbols must be <= {len(_ALPHABET)}, got {n_symbols}")
     check_positive_int("n_per_length", n_per_length)
     check_positive_int("seed", seed, minimum=0)
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise TypeError(f"lengths must be an iterable of ints, got {type(lengths).__name__}")
     lengths = list(lengths)
     if not lengths:
         raise ValueError("lengths must name at least one length")
@@ -664,6 +668,8 @@ def load_tsv(
     translations lands in one split only. Vocabularies come from the training split alone
     (symbols seen ``min_freq`` times), with ``unknown="unk"`` for what the other splits hold.
     """
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"path must be a str or a pathlib.Path, got {type(path).__name__}")
     path = Path(path)
     _check_choice("level", level, LEVELS)
     check_positive_int("min_len", min_len)
@@ -943,9 +949,26 @@ def make_loader(
     ``pad_id`` bound), so this works under the ``"spawn"`` start method too (the default on
     macOS and Windows; ``multiprocessing_context="spawn"`` asks for it elsewhere).
     """
+    for name, flag in (
+        ("shuffle", shuffle),
+        ("bucket", bucket),
+        ("drop_last", drop_last),
+        ("src_eos", src_eos),
+    ):
+        check_bool(name, flag)
     if isinstance(data, Seq2SeqDataset):
         dataset = data
     else:
+        if isinstance(data, (str, bytes)) or not isinstance(data, Sequence):
+            raise TypeError(
+                "data must be a list of (source, target) pairs of str or a Seq2SeqDataset, "
+                f"got {type(data).__name__}"
+            )
+        if not data:
+            raise ValueError("data must hold at least one (source, target) pair, got none")
+        for name, vocab in (("src_vocab", src_vocab), ("tgt_vocab", tgt_vocab)):
+            if vocab is not None and not isinstance(vocab, Vocab):
+                raise TypeError(f"{name} must be a Vocab, got {type(vocab).__name__}")
         if src_vocab is None or tgt_vocab is None:
             raise ValueError("src_vocab and tgt_vocab are needed to encode a list of pairs")
         dataset = Seq2SeqDataset(data, src_vocab, tgt_vocab, src_eos=src_eos)

@@ -38,10 +38,12 @@ H, L)`` (step ``i`` attends over BOS and the ``i`` tokens before it: a lower-tri
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
-from ._checks import check_positive_int, check_tensor
+from ._checks import check_bool, check_positive_int, check_tensor, checked_too
 from .seq2seq import check_seq2seq
 from .utils import model_device
 
@@ -51,6 +53,24 @@ __all__ = ["greedy_decode", "beam_search", "length_penalty_factor", "sequence_lo
 # --------------------------------------------------------------------------------------------
 # checks and shared helpers
 # --------------------------------------------------------------------------------------------
+
+
+def _check_target_id(model, name: str, value: int) -> None:
+    """A special id (BOS, EOS) must be a token of the model's target vocabulary."""
+    size = getattr(model, "tgt_vocab_size", None)
+    if isinstance(size, int) and not 0 <= value < size:
+        raise ValueError(
+            f"{name}={value} is not a token of the model's target vocabulary: ids must be in "
+            f"[0, {size - 1}] (tgt_vocab_size={size})"
+        )
+
+
+def _check_decoding(model, src, *, return_attention=False, **options) -> None:
+    """What the decoders' shared check (:func:`_check_arguments`) does not cover."""
+    check_bool("return_attention", return_attention)
+    alpha = options.get("length_penalty", 0.0)
+    if isinstance(alpha, float) and not math.isfinite(alpha):
+        raise ValueError(f"length_penalty must be a finite number >= 0 (GNMT's alpha), got {alpha}")
 
 
 def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:
@@ -63,6 +83,7 @@ def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:
         )
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         check_positive_int(name, value, minimum=0)
+        _check_target_id(model, name, value)
     check_positive_int("max_len", max_len)
     if not isinstance(use_cache, bool):
         raise TypeError(
@@ -141,6 +162,7 @@ def sequence_log_prob(model, src: torch.Tensor, ids: torch.Tensor, *, bos_id: in
             f"{tuple(src.shape)}, got {tuple(ids.shape)}"
         )
     check_positive_int("bos_id", bos_id, minimum=0)
+    _check_target_id(model, "bos_id", bos_id)
     home, device = src.device, model_device(model)
     src, ids = src.to(device), ids.to(device)
     bos = torch.full((ids.shape[0], 1), bos_id, dtype=ids.dtype, device=device)
@@ -302,3 +324,9 @@ def _before_or_at_eos(ids: torch.Tensor, eos_id: int) -> torch.Tensor:
     """``(B, L)`` bool: True up to and including each row's first EOS (all True if none)."""
     is_eos = (ids == eos_id).long()
     return (is_eos.cumsum(dim=1) - is_eos) == 0
+
+
+# the functions above are printed by the book as they read; the checks they do not make
+# themselves run first, at the edge
+greedy_decode = checked_too(_check_decoding)(greedy_decode)
+beam_search = checked_too(_check_decoding)(beam_search)

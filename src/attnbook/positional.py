@@ -21,7 +21,14 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ._checks import check_positive_int, check_probability, check_tensor
+from ._checks import (
+    check_module_input,
+    check_nonempty,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+    checked,
+)
 
 __all__ = ["sinusoidal_encoding", "relative_shift_matrix", "PositionalEncoding"]
 
@@ -35,7 +42,7 @@ def _check_d_model_and_base(d_model, base) -> float:
         )
     if isinstance(base, bool) or not isinstance(base, (int, float)):
         raise TypeError(f"base must be a number > 1, got {type(base).__name__} {base!r}")
-    if not base > 1:
+    if not 1 < base < float("inf"):
         raise ValueError(f"base must be > 1, got {base}")
     return float(base)
 
@@ -142,3 +149,18 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"d_model={self.d_model}, max_len={self.max_len}, kind={self.kind!r}"
+
+
+def _check_positional_forward(self, x, offset=0) -> None:
+    check_tensor("x", x, ndim=3, floating=True, shape_hint="(B, L, d_model)")
+    check_nonempty("x", x, "(B, L, d_model)")
+    check_module_input("x", x, self)
+    if isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
+        if offset + x.shape[1] > self.max_len:
+            raise ValueError(
+                f"offset={offset} puts the input's {x.shape[1]} positions at "
+                f"{offset}..{offset + x.shape[1] - 1}, beyond max_len={self.max_len}"
+            )
+
+
+PositionalEncoding.forward = checked(_check_positional_forward)(PositionalEncoding.forward)

@@ -51,10 +51,16 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from ._checks import (
+    check_bool,
+    check_device,
+    check_module_input,
+    check_nonempty,
     check_positive_int,
     check_probability,
     check_same_size,
     check_tensor,
+    check_token_ids,
+    checked_too,
     checks_active,
 )
 from .attention import SCORE_FUNCTIONS, make_attention, padding_mask
@@ -96,7 +102,7 @@ def _check_pad_id(pad_id, vocab_size: int, name: str = "vocab_size") -> int:
 def _check_ids(name: str, ids, vocab_size: int, shape_hint: str) -> torch.Tensor:
     if not checks_active():  # the range check reads the ids: a host sync on a GPU
         return ids
-    check_tensor(name, ids, ndim=2, integer=True, shape_hint=shape_hint)
+    check_token_ids(name, ids, ndim=2, shape_hint=shape_hint)
     if ids.shape[0] == 0 or ids.shape[1] == 0:
         raise ValueError(
             f"{name} must hold at least one sequence of at least one token "
@@ -166,7 +172,7 @@ class _Recurrent(nn.Module):
         self.cell = _check_cell(cell)
         self.pad_id = _check_pad_id(pad_id, vocab_size)
         self.vocab_size, self.hidden_dim = vocab_size, hidden_dim
-        self.bidirectional = bool(bidirectional)
+        self.bidirectional = check_bool("bidirectional", bidirectional)
         self.embedding = nn.Embedding(vocab_size, emb_dim, padding_idx=pad_id)
         self.dropout = nn.Dropout(check_probability("dropout", dropout))
         self.rnn = _RNN_CLASSES[cell](
@@ -554,6 +560,52 @@ class Seq2Seq(nn.Module):
 
     def extra_repr(self) -> str:
         return f"attention={self.attention!r}, pad_id={self.pad_id}"
+
+
+# the checks the modules above add at their edge (the book prints them as they read)
+
+
+def _check_recurrent_input(self, name: str, ids, state: State, state_name: str) -> None:
+    if isinstance(ids, torch.Tensor):
+        check_device(name, ids, self.embedding.weight.device, f"the {type(self).__name__}")
+    for part in state if isinstance(state, tuple) else (state,):
+        if isinstance(part, torch.Tensor) and part.is_floating_point():
+            check_module_input(state_name, part, self)
+
+
+def _check_context_decoder(self, tgt_in, context) -> None:
+    _check_recurrent_input(self, "tgt_in", tgt_in, context, "context")
+
+
+def _check_attention_decoder(self, tgt_in, state, memory, src_mask) -> None:
+    check_token_ids("tgt_in", tgt_in, ndim=2, shape_hint="(B, T) of token ids")
+    _check_recurrent_input(self, "tgt_in", tgt_in, state, "state")
+    if isinstance(memory, torch.Tensor):
+        check_tensor("memory", memory, ndim=3, floating=True, shape_hint="(B, S, D)")
+        check_nonempty("memory", memory, "(B, S, D)")
+        check_module_input("memory", memory, self)
+
+
+def _check_encoder(self, src) -> None:
+    _check_recurrent_input(self, "src", src, (), "")
+
+
+def _check_seq2seq(self, src, tgt_in, return_attention=False) -> None:
+    check_bool("return_attention", return_attention)
+    _check_recurrent_input(self.encoder, "src", src, (), "")
+    _check_recurrent_input(self.decoder, "tgt_in", tgt_in, (), "")
+
+
+def _check_seq2seq_step(self, tokens, state) -> None:
+    if isinstance(tokens, torch.Tensor):
+        check_device("tokens", tokens, self.encoder.embedding.weight.device, "the Seq2Seq")
+
+
+RNNEncoder.forward = checked_too(_check_encoder)(RNNEncoder.forward)
+ContextDecoder.forward = checked_too(_check_context_decoder)(ContextDecoder.forward)
+AttentionDecoder.forward = checked_too(_check_attention_decoder)(AttentionDecoder.forward)
+Seq2Seq.forward = checked_too(_check_seq2seq)(Seq2Seq.forward)
+Seq2Seq.decode_step = checked_too(_check_seq2seq_step)(Seq2Seq.decode_step)
 
 
 # --------------------------------------------------------------------------------------------

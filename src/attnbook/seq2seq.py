@@ -32,6 +32,9 @@ Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``t`` the prefix 
   weights, ``{name: (B, n_layers, H, K)}`` (empty for a model without attention).
 - ``reorder_state(state, index (B',)) -> state``: pick (and repeat) batch rows of a state;
   beam search moves and copies its beams with it.
+- optional, ``src_vocab_size`` and ``tgt_vocab_size``: the sizes of the vocabularies. Where a
+  model has them (both of the package's do), decoding checks that ``bos_id`` and ``eos_id``
+  are target tokens and the trainer that the data's vocabularies fit the model.
 
 The attention layout is one for every model: per layer, per head, queries, keys, with the
 names ``"cross"`` (decoder over the source, ``K = S``), ``"decoder_self"`` (``K = T`` or

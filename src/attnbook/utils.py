@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ._checks import check_positive_int
+
 __all__ = [
     "seed_everything",
     "get_device",
@@ -37,8 +39,8 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 
 def seed_everything(seed: int = 0) -> None:
     """Seed Python's, NumPy's and PyTorch's random number generators (all devices)."""
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise ValueError(f"seed must be an int in [0, 2**32 - 1] (NumPy's range), got {seed!r}")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
@@ -86,6 +88,8 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
     chapter prints) do not depend on how many cores the reader's machine has. Returns the
     device and prints it.
     """
+    if threads is not None:
+        check_positive_int("threads", threads)
     seed_everything(seed)
     # arrays and tensors print as wide as the book's column holds code (PRINT_WIDTH characters)
     np.set_printoptions(precision=4, suppress=True, linewidth=PRINT_WIDTH)
@@ -123,6 +127,8 @@ def glue(name: str, value, display: bool = False, digits: int | None = None):
             f"value for {name!r} must be a str, int or float (take .item() of a "
             f"tensor), got {type(value).__name__}"
         )
+    if not isinstance(display, bool):
+        raise TypeError(f"display must be a bool, got {type(display).__name__} {display!r}")
     if digits is not None:
         if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 17:
             raise ValueError(f"digits must be an int from 1 to 17, got {digits!r}")

@@ -110,9 +110,34 @@ def _as_dataset(name: str, data, src_vocab, tgt_vocab) -> Seq2SeqDataset:
     )
 
 
+def _check_vocab_fits(model: nn.Module, datasets: dict) -> None:
+    """The model's vocabularies must hold every id the data's vocabularies give out, and its
+    padding id must be theirs (the padding positions are masked by it)."""
+    for name, data in datasets.items():
+        if data is None:
+            continue
+        sizes = getattr(model, "src_vocab_size", None), getattr(model, "tgt_vocab_size", None)
+        for side, vocab, size in zip(
+            ("src", "tgt"), (data.src_vocab, data.tgt_vocab), sizes, strict=True
+        ):
+            if isinstance(size, int) and size < len(vocab):
+                raise ValueError(
+                    f"model has {side}_vocab_size={size}, but the {side} vocabulary of "
+                    f"{name} has {len(vocab)} tokens; build the model with "
+                    f"{side}_vocab_size={len(vocab)}"
+                )
+            pad = getattr(model, "pad_id", None)
+            if isinstance(pad, int) and pad != vocab.pad_id:
+                raise ValueError(
+                    f"model has pad_id={pad}, but the {side} vocabulary of {name} pads with "
+                    f"id {vocab.pad_id}; build the model with pad_id={vocab.pad_id}"
+                )
+
+
 def _check_fits(model: nn.Module, datasets: dict) -> None:
     """A model with a positional table (``max_len``) must be able to read every example:
     sources of up to ``max_len`` tokens, targets of up to ``max_len`` tokens after BOS."""
+    _check_vocab_fits(model, datasets)
     limit = model.max_len  # None: any length (an RNN)
     if limit is None:
         return

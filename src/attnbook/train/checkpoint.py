@@ -175,6 +175,17 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
             f"checkpoint {path} is corrupt or not a checkpoint: torch.load "
             f"could not read it ({why})"
         ) from e
+    found = ckpt.get("format") if isinstance(ckpt, dict) else None
+    if (
+        isinstance(found, str)
+        and found.startswith("attnbook-checkpoint-")
+        and found != (CHECKPOINT_FORMAT)
+    ):
+        raise CheckpointError(
+            f"{path} was written by another version of attnbook (checkpoint format "
+            f"{found!r}; this version reads {CHECKPOINT_FORMAT!r}): retrain, or load it with "
+            "the attnbook version that wrote it"
+        )
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(
             f"{path} is not an attnbook training checkpoint (it has no "

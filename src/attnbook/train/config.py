@@ -239,15 +239,23 @@ class TrainConfig:
         if len(betas) != 2 or not all(0.0 <= b < 1.0 for b in betas):
             raise ValueError(f"betas must be two floats in [0, 1), got {self.betas!r}")
         self.betas = betas
-        if isinstance(self.weight_decay, bool) or not self.weight_decay >= 0:
+        if isinstance(self.weight_decay, bool) or not isinstance(self.weight_decay, (int, float)):
+            raise TypeError(f"weight_decay must be a number >= 0, got {self.weight_decay!r}")
+        if not self.weight_decay >= 0:
             raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay!r}")
         if self.grad_clip is not None:
             _check_lr("grad_clip", self.grad_clip)
         check_probability("label_smoothing", self.label_smoothing)
         if self.device not in DEVICES and not str(self.device).startswith("cuda:"):
             raise ValueError(f"device must be one of {DEVICES} (or 'cuda:N'), got {self.device!r}")
-        if self.amp not in (None, True, False):
+        if not (self.amp is None or isinstance(self.amp, bool)):
             raise TypeError(f"amp must be None (auto), True or False, got {self.amp!r}")
+        for name in ("bucket", "compile", "progress"):
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise TypeError(
+                    f"{name} must be a bool (True or False), got {type(value).__name__} {value!r}"
+                )
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

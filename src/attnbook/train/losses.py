@@ -11,7 +11,13 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .._checks import check_positive_int, check_probability, check_tensor, checked
+from .._checks import (
+    check_nonempty,
+    check_positive_int,
+    check_probability,
+    check_tensor,
+    checked,
+)
 from ..evaluate import exact_match  # one implementation, in the evaluator; kept here by name
 
 __all__ = ["label_smoothed_loss", "token_accuracy", "exact_match"]
@@ -38,6 +44,26 @@ def _check_loss(logits, targets, pad_id=0, smoothing=0.0, reduction="mean") -> N
     check_probability("smoothing", smoothing)
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+    check_nonempty("logits", logits, "(B, T, V)")
+    if targets.device != logits.device:
+        raise ValueError(
+            f"targets is on {targets.device} but logits is on {logits.device}; move it with "
+            f".to({str(logits.device)!r})"
+        )
+    vocab = logits.shape[-1]
+    if pad_id >= vocab:
+        raise ValueError(f"pad_id must be a class of logits (V={vocab}): 0 <= pad_id < {vocab}")
+    low, high = int(targets.min()), int(targets.max())  # once, at the edge (a host sync)
+    if low < 0 or high >= vocab:
+        raise ValueError(
+            f"targets holds class {low if low < 0 else high}, outside the logits' "
+            f"{vocab} classes: ids must be in [0, {vocab - 1}]"
+        )
+    if bool((targets == pad_id).all()):
+        raise ValueError(
+            f"targets holds only padding (pad_id={pad_id}): no token to score, so the loss "
+            "would be a meaningless 0"
+        )
 
 
 @checked(_check_loss)

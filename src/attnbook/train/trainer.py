@@ -77,6 +77,10 @@ class Trainer(CheckpointMixin):
         config = TrainConfig() if config is None else config
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        if meta is not None and not isinstance(meta, dict):
+            raise TypeError(
+                f"meta must be a dict (stored in checkpoints), got {type(meta).__name__}"
+            )
         self.config, self.meta = config, dict(meta or {})
         if isinstance(train_data, TaskData):  # a whole task: its splits and vocabs
             task = train_data
@@ -451,6 +455,8 @@ def train_model(
     The model trains on ``device`` (default ``"auto"``: CUDA, then Apple's MPS, then the CPU)
     and is handed back on the device it came on, also when training stops with an error, so
     the tensors a chapter makes on the CPU work with it afterwards."""
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(task, TaskData):
         raise TypeError(
             f"task must be a TaskData (from make_task or load_tsv), got {type(task).__name__}"
