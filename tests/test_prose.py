@@ -65,8 +65,12 @@ NOTES_SECTION = re.compile(r"^\d\.\d(?:\.\d)?$")
 YEAR = re.compile(r"^(1[6-9]\d\d|20\d\d)[a-z]?$")
 NUMBER = re.compile(r"(?<![\w.$\\])[-−]?\d+(?:,\d{3})*(?:\.\d+)?(?:e-?\d+)?%?(?![\w])")
 
+# Fenced blocks: code (```python, ```text, ```) is not prose; a MyST directive (```{admonition})
+# is, so only its fence and option lines go.
+CODE_FENCE = re.compile(r"^(`{3,})(?!\{)[^\n]*\n.*?^\1\s*$", re.S | re.M)
+DIRECTIVE_LINE = re.compile(r"^\s*(?:`{3,}|:{3,})(?:\{[\w:-]+\}[^\n]*)?\s*$", re.M)
+
 STRIP = [
-    re.compile(r"```.*?```", re.S),  # fenced code
     re.compile(r"<!--.*?-->", re.S),  # comments
     re.compile(r"\$\$.*?\$\$", re.S),  # display math
     re.compile(r"\\begin\{(\w+\*?)\}.*?\\end\{\1\}", re.S),
@@ -95,6 +99,7 @@ TABLE_ROW = re.compile(r"^\s*\|.*\|\s*$", re.M)
 
 def typed_numbers(text: str) -> list[tuple[str, str]]:
     """The numbers in ``text`` that are typed claims, each with the sentence around it."""
+    text = DIRECTIVE_LINE.sub("\n", CODE_FENCE.sub("\n", text))
     if "{cite:" in text:  # a table the cell quotes from a cited paper
         text = TABLE_ROW.sub(" ", text)
     found = []
@@ -133,6 +138,10 @@ def test_the_lint_sees_typed_numbers_and_lets_the_others_pass():
         "Vaswani et al. report 28.4 BLEU. We use 3 sentences, as notes 03 (1.4.2) does."
     )
     assert typed_numbers(allowed) == []
+    fenced = (
+        "```python\nx = 300\n```\n\n```{admonition} Solution 1\n:class: dropdown\nIt is 42.\n```"
+    )
+    assert [n for n, _ in typed_numbers(fenced)] == ["42"]  # a solution is prose, code is not
     table = "| heads | BLEU |\n|---|---|\n| 8 | 25.8 |\n"
     assert [n for n, _ in typed_numbers(table)] == ["25.8"]
     assert typed_numbers("As {cite:t}`vaswani2017attention` report:\n\n" + table) == []
