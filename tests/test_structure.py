@@ -22,7 +22,7 @@ REASON = "Why one long file:"
 PENDING = {
     "cli.py": 1442,  # 1341, + --src-lang/--tgt-lang, + the export command, + argument checks
     "data.py": 996,  # 972, + argument checks (issue 26)
-    "transformer.py": 930,  # 782, + the layers' argument checks, attached after the classes
+    "transformer.py": 965,  # 782, + the layers' argument checks, attached after the classes
     "attention.py": 792,  # 697, + argument checks (issue 26)
     "widgets.py": 612,
     "rnn.py": 654,  # 602, + argument checks (issue 26)

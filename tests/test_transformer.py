@@ -533,3 +533,18 @@ def test_cache_errors_name_the_argument():
         model.decode_step(torch.cat([tgt[:, :3], torch.full((3, 1), 13)], dim=1), state)
     with pytest.raises(TypeError, match="tokens must be an integer tensor"):
         model.decode_step(tgt[:, :4].float(), state)
+
+
+def test_a_sublayer_that_returns_another_shape_is_named_not_broadcast():
+    """x + Dropout(sublayer(x)) would broadcast a (B, 1, d) output silently: refused at the edge,
+    while the layers' own calls (checks off inside them) run the sublayer unwrapped."""
+    from attnbook import SublayerConnection
+    from attnbook.utils import show_source
+
+    block, x = SublayerConnection(8, dropout=0.0), torch.randn(2, 3, 8)
+    for bad in (lambda t: t[:, :1], lambda t: t[..., :4], lambda t: 3.0, lambda t: (t[:1], 0)):
+        with pytest.raises(ValueError, match=r"sublayer must return a tensor of x's shape"):
+            block(x, bad)
+    assert torch.equal(block(x, lambda t: 2 * t), block.norm(3 * x))
+    assert block(x, lambda t: (t, "weights"))[1] == "weights"
+    assert "_returns_shape_of" not in show_source(SublayerConnection.forward).code

@@ -18,6 +18,7 @@ Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``H`` heads, ``V`
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -367,7 +368,41 @@ def _check_encoder(self, x, mask=None, need_weights=False) -> None:
 
 FeedForward.forward = checked(_check_feed_forward)(FeedForward.forward)
 SublayerConnection.__init__ = checked(_check_sublayer_init)(SublayerConnection.__init__)
-SublayerConnection.forward = checked(_check_sublayer)(SublayerConnection.forward)
+
+
+def _returns_shape_of(x, sublayer):
+    """``sublayer``, made to refuse an output whose shape is not ``x``'s (the residual sum
+    would broadcast it silently, or fail inside PyTorch)."""
+
+    def run(inp):
+        out = sublayer(inp)
+        y = out[0] if isinstance(out, tuple) else out
+        if not isinstance(y, torch.Tensor) or y.shape != x.shape:
+            got = f"shape {tuple(y.shape)}" if isinstance(y, torch.Tensor) else type(y).__name__
+            raise ValueError(
+                f"sublayer must return a tensor of x's shape {tuple(x.shape)} (or a pair "
+                f"(tensor, extra)), got {got}"
+            )
+        return out
+
+    return run
+
+
+def _checked_sublayer(forward):
+    """``checked(_check_sublayer)``, and at the API edge the sublayer's output is checked too."""
+    inner = checked(_check_sublayer)(forward)
+
+    @functools.wraps(forward)
+    def wrapper(self, x, sublayer):
+        if checks_active() and callable(sublayer):
+            sublayer = _returns_shape_of(x, sublayer)
+        return inner(self, x, sublayer)
+
+    wrapper.check = _check_sublayer
+    return wrapper
+
+
+SublayerConnection.forward = _checked_sublayer(SublayerConnection.forward)
 EncoderLayer.forward = checked(_check_encoder_layer)(EncoderLayer.forward)
 DecoderLayer.forward = checked(_check_decoder_layer)(DecoderLayer.forward)
 Encoder.forward = checked(_check_encoder)(Encoder.forward)
