@@ -203,7 +203,10 @@ SRC = Path(attnbook.__file__).parent
 USERS = (
     ["decode.py", "evaluate.py", "widgets.py", "viz.py", "cli.py", "seq2seq.py"]
     + [f"train/{name}" for name in ("batches.py", "checkpoint.py", "losses.py", "runtime.py")]
-    + [f"runs/{name}" for name in ("folder.py", "models.py", "report.py", "tasks.py", "training.py")]
+    + [
+        f"runs/{name}"
+        for name in ("folder.py", "models.py", "report.py", "tasks.py", "training.py")
+    ]
 )
 MODEL_CLASSES = {"Transformer", "Seq2Seq", "AttentionDecoder", "ContextDecoder", "RNNEncoder"}
 KIND_ATTRIBUTES = {"has_attention", "attention", "hidden_dim", "d_model", "cell", "n_heads"}
