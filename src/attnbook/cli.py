@@ -28,15 +28,12 @@ import sys
 import threading
 from pathlib import Path, PureWindowsPath
 
-import torch
-
 from . import __version__
 from ._options import add_dataclass_arguments
 from ._options import positive_int as _positive_int
-from .data import length_controlled
-from .evaluate import exact_match_by_length, generate, translation_scores
+from .runs.evaluation import evaluate_run, export_run, translate_run
 from .runs.folder import RUN_FILES, write_text
-from .runs.models import MODELS, build_model, model_from_checkpoint, position_limit
+from .runs.models import MODELS, build_model
 from .runs.options import (
     APPLIES_TO,
     FIXED_ON_RESUME,
@@ -47,11 +44,9 @@ from .runs.options import (
     TrainCommandOptions,
     resolve_options,
 )
-from .runs.report import attention_figure
-from .runs.tasks import build_task, find_data, normalise_input
 from .runs.training import train_resolved
-from .train import NonFiniteLossError, TrainConfig, load_checkpoint
-from .utils import DEVICES, get_device
+from .train import NonFiniteLossError, TrainConfig
+from .utils import DEVICES
 
 __all__ = [
     "main",
@@ -378,67 +373,23 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
-    device = get_device(args.device)
-    model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, args.checkpoint, device)
-    task_kwargs = dict(meta["task_kwargs"])
-    if meta["task"] == "tsv":
-        task_kwargs["path"] = str(find_data(ckpt, args.checkpoint, args.data))
-    elif args.data is not None:
-        raise ValueError(
-            f"--data applies to runs of --task tsv, not to this --task {meta['task']} run"
-        )
-    limit = position_limit(model)
-    if meta["task"] in SEQUENCE_TASKS and limit is not None and max(args.lengths) >= limit:
-        raise ValueError(
-            f"--lengths: {max(args.lengths)} is too long for this model, which "
-            f"reads and writes at most {limit} positions (so inputs of at most "
-            f"{limit - 1} symbols, one position being its <eos>)"
-        )
-    task = build_task(meta["task"], task_kwargs)
-    if meta["task"] in SEQUENCE_TASKS:
-        seen = {s for split in (task.train, task.val, task.test) for s, _ in split}
-        n_symbols = task.options["n_symbols"]
-        groups = {}
-        for length in args.lengths:  # as many fresh inputs as there are, up to N
-            left = n_symbols**length - sum(len(s) == length for s in seen)
-            n = min(args.n_per_length, left)
-            groups[length] = (
-                []
-                if n < 1
-                else length_controlled(task, [length], n, seed=meta["task_kwargs"]["seed"] + 1)[
-                    length
-                ]
-            )
-        how = f"up to {args.n_per_length} inputs of each length, none seen in training"
-    else:
-        groups = {n: [] for n in args.lengths}
-        for pair in task.test:
-            n = len(src_vocab.tokenize(pair[0]))
-            bound = next((b for b in args.lengths if n <= b), None)
-            if bound is not None:
-                groups[bound].append(pair)
-        how = "the test split by source length (longer than the previous bound, <= L)"
-    counts = {str(length): len(pairs) for length, pairs in groups.items()}
-    by_length = exact_match_by_length(
-        model,
-        {str(length): pairs for length, pairs in groups.items()},
-        src_vocab,
-        tgt_vocab,
+    result = evaluate_run(
+        args.checkpoint,
+        lengths=args.lengths,
+        n_per_length=args.n_per_length,
         beam=args.beam,
         batch_size=args.batch_size,
+        data=args.data,
+        device=args.device,
     )
-    corpus = None
-    if meta["task"] == "tsv":
-        if not task.test:
-            raise ValueError("this run's test split is empty: nothing to score")
-        corpus = translation_scores(
-            model, task.test, src_vocab, tgt_vocab, beam=args.beam, batch_size=args.batch_size
-        )
-        del corpus["hypotheses"]
+    if result["task"] in SEQUENCE_TASKS:
+        how = f"up to {args.n_per_length} inputs of each length, none seen in training"
+    else:
+        how = "the test split by source length (longer than the previous bound, <= L)"
+    by_length, counts, corpus = result["by_length"], result["examples"], result.get("test")
     print(
         f"exact match, {'greedy' if args.beam == 1 else f'beam {args.beam}'} decoding, "
-        f"{meta['model']} on {meta['task']} ({how}):"
+        f"{result['model']} on {result['task']} ({how}):"
     )
     print(f"{'length':>8} {'examples':>9} {'exact match':>12}")
     for key, value in by_length.items():
@@ -450,16 +401,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"chrF {corpus['chrf']:.2f}, perplexity {corpus['perplexity']:.3f}, "
             f"exact match {100 * corpus['exact_match']:.1f}%"
         )
-    result = {
-        "by_length": by_length,
-        **({} if corpus is None else {"test": corpus}),
-        "examples": counts,
-        "beam": args.beam,
-        "checkpoint": str(args.checkpoint),
-        "step": ckpt["step"],
-        "task": meta["task"],
-        "model": meta["model"],
-    }
     path = Path(args.checkpoint).parent / "evaluation.json"
     write_text(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
@@ -467,80 +408,22 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_translate(args: argparse.Namespace) -> int:
-    ckpt = load_checkpoint(args.checkpoint)
-    device = get_device(args.device)
-    model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, args.checkpoint, device)
-    limit = position_limit(model)
-    if args.max_len is not None and limit is not None and args.max_len > limit:
-        raise ValueError(
-            f"--max-len {args.max_len}: this model writes at most {limit} tokens "
-            "(its positional table)"
-        )
-    texts = []
-    for i, raw in enumerate(args.text, start=1):  # every input checked before any work
-        text = normalise_input(raw, src_vocab, meta)
-        n = len(src_vocab.tokenize(text))
-        if not n:
-            raise ValueError(f"input {i} is empty")
-        if limit is not None and n > limit:
-            raise ValueError(
-                f"input {i} has {n} tokens, but this model reads at most {limit} "
-                "(its positional table): shorten it or split it"
-            )
-        src_vocab.encode(text)  # an unknown symbol fails here
-        texts.append((i, text, n))
-    for i, text, n in texts:
-        max_len = args.max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
-        if args.attention_png:
-            png = Path(args.attention_png)
-            if len(args.text) > 1:
-                png = png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}")
-            output = attention_figure(model, text, src_vocab, tgt_vocab, args.beam, max_len, png)
-            if output is None:
-                raise ValueError(
-                    "this model has no attention to draw (--model rnn uses the fixed context "
-                    "vector only)"
-                )
-            print(output)
-        else:
-            src = torch.tensor([src_vocab.encode(text)], dtype=torch.long, device=device)
-            print(tgt_vocab.decode(generate(model, src, max_len=max_len, beam=args.beam)[0]))
+    for output in translate_run(
+        args.checkpoint,
+        args.text,
+        beam=args.beam,
+        max_len=args.max_len,
+        attention_png=args.attention_png,
+        device=args.device,
+    ):
+        print(output)
     return 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .export import export_onnx, missing_packages
-
     out = Path(args.out)
-    if out.suffix != ".onnx":
-        raise ValueError(f"--out must name an .onnx file (such as dates.onnx), got {args.out!r}")
-    sidecar = out.with_suffix(".json")
-    if out.is_dir():
-        raise ValueError(f"--out {args.out} is a folder; give the .onnx file to write")
-    existing = [str(p) for p in (out, sidecar) if p.exists()]
-    if existing and not args.overwrite:
-        raise ValueError(f"--out: {' and '.join(existing)} already exist; pass --overwrite")
-    ckpt = load_checkpoint(args.checkpoint)
-    model, src_vocab, tgt_vocab, meta = model_from_checkpoint(
-        ckpt, args.checkpoint, torch.device("cpu")
-    )
-    if meta["model"] != "transformer":
-        raise ValueError(
-            f"--checkpoint {args.checkpoint} holds a --model {meta['model']} run; export "
-            "writes the Transformer's attention, so it takes --model transformer runs only"
-        )
-    missing = missing_packages()
-    if missing:  # after every argument is checked
-        raise ImportError(f"export needs {' and '.join(missing)}: pip install 'attnbook[export]'")
-    info = {
-        "checkpoint": Path(args.checkpoint).name,
-        "step": ckpt.get("step"),
-        "task": meta.get("task"),
-        "task_kwargs": {k: v for k, v in (meta.get("task_kwargs") or {}).items() if k != "path"},
-        "model_kwargs": meta.get("model_kwargs"),
-    }
-    written = export_onnx(model, out, src_vocab, tgt_vocab, info=info)
-    print(f"wrote {out} ({written['bytes'] / 1024:.0f} KiB) and {sidecar}")
+    written = export_run(args.checkpoint, out, overwrite=args.overwrite)
+    print(f"wrote {out} ({written['bytes'] / 1024:.0f} KiB) and {out.with_suffix('.json')}")
     return 0
 
 

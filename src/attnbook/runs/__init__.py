@@ -19,9 +19,12 @@ The modules:
 - :mod:`attnbook.runs.tasks`: the task from the options, and a TSV run's data file;
 - :mod:`attnbook.runs.models`: the model from the options, or from a checkpoint;
 - :mod:`attnbook.runs.report`: ``metrics.json``, ``history.csv`` and the figures;
-- :mod:`attnbook.runs.training`: :func:`train_run` and the :class:`Run` it returns.
+- :mod:`attnbook.runs.training`: :func:`train_run` and the :class:`Run` it returns;
+- :mod:`attnbook.runs.evaluation`: :func:`evaluate_run` (exact match by input length) and
+  :func:`translate_run` (a run's model on your inputs), :func:`export_run` (as ONNX).
 """
 
+from .evaluation import evaluate_run, export_run, translate_run
 from .folder import RUN_FILES
 from .models import MODELS, build_model, model_from_checkpoint
 from .options import TRAIN_DEFAULTS, TrainCommandOptions
@@ -30,6 +33,9 @@ from .training import Run, train_run
 __all__ = [
     "train_run",
     "Run",
+    "evaluate_run",
+    "translate_run",
+    "export_run",
     "RUN_FILES",
     "TRAIN_DEFAULTS",
     "TrainCommandOptions",
