@@ -6,6 +6,7 @@ import errno
 import hashlib
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,24 @@ def test_a_folder_that_holds_a_run_is_refused_without_overwrite(first, tmp_path)
 def test_an_unknown_option_is_refused_by_name(tmp_path):
     with pytest.raises(TypeError, match="d_modle"):
         train_run(tmp_path / "run", d_modle=16, **TINY)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "error", "words"),
+    [
+        ("n_train", 0, ValueError, "n_train must be a positive integer, got 0"),
+        ("n_train", 2.5, ValueError, "n_train must be a positive integer, got '2.5'"),
+        ("d_model", "64", TypeError, "d_model must be a number, got '64'"),
+        ("model", "lstm", ValueError, "model must be one of ('rnn', 'rnn-attention',"),
+        ("lower", "yes", TypeError, "lower must be True or False, got 'yes'"),
+    ],
+)
+def test_a_bad_value_is_refused_as_the_command_line_refuses_it(
+    option, value, error, words, tmp_path
+):
+    with pytest.raises(error, match=re.escape(words)):
+        train_run(tmp_path / "run", **{**TINY, option: value})
     assert not (tmp_path / "run").exists()
 
 

@@ -10,6 +10,7 @@ for another model, task or schedule (:data:`APPLIES_TO`) is refused, not ignored
 
 from __future__ import annotations
 
+import argparse
 import codecs
 import dataclasses
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "FIXED_ON_RESUME",
     "PER_INVOCATION",
     "APPLIES_TO",
+    "check_values",
     "resolve_options",
     "refuse_what_does_not_apply",
     "train_config",
@@ -260,6 +262,27 @@ APPLIES_TO = {
     **dict.fromkeys(("lr_scale", "noam_d_model"), ("schedule", ("noam",))),
     "min_lr_ratio": ("schedule", ("cosine",)),
 }
+
+
+def check_values(given: dict) -> None:
+    """Check options given from Python as the command line's parser checks its flags: each
+    of :class:`TrainCommandOptions` against its choices and type (TrainConfig checks its own)."""
+    fields = {cli_dest(f): f for f in dataclasses.fields(TrainCommandOptions)}
+    for key, value in given.items():
+        if value is None or key not in fields:
+            continue
+        meta, default = fields[key].metadata, fields[key].default
+        if isinstance(default, bool) and not isinstance(value, bool):
+            raise TypeError(f"{key} must be True or False, got {value!r}")
+        if meta["choices"] is not None and value not in meta["choices"]:
+            raise ValueError(f"{key} must be one of {tuple(meta['choices'])}, got {value!r}")
+        if meta["type"] is not None:
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{key} must be a number, got {value!r}")
+            try:
+                meta["type"](str(value))
+            except argparse.ArgumentTypeError as err:
+                raise ValueError(f"{key} {err}") from None
 
 
 def resolve_options(given: dict, resume: str | None = None) -> tuple[dict, dict | None, list]:

@@ -23,7 +23,7 @@ from ..train import TrainConfig, Trainer, init_distributed, scheduled_lr
 from ..utils import seed_everything
 from .folder import check_out, prepare_out
 from .models import build_model, check_lengths_fit, model_kwargs_from
-from .options import TRAIN_DEFAULTS, resolve_options, train_config
+from .options import TRAIN_DEFAULTS, check_values, resolve_options, train_config
 from .report import run_metrics, write_outputs
 from .tasks import build_task, data_identity, task_kwargs_from
 
@@ -81,6 +81,7 @@ def train_run(
             "attnbook.runs.TRAIN_DEFAULTS, and data"
         )
     given = {**options, "task": task, "out": None if out is None else str(out)}
+    check_values(given)
     resolved, ckpt, changes = resolve_options(given, None if resume is None else str(resume))
     return train_resolved(resolved, ckpt, changes, None if resume is None else str(resume))
 
