@@ -28,12 +28,12 @@ from attnbook.cli import (
     TRAIN_DEFAULTS,
     TrainCommandOptions,
     _resolve_train_options,
-    _train_config,
     build_parser,
     main,
     program_name,
 )
 from attnbook.data import make_task
+from attnbook.runs.options import train_config as _train_config
 from attnbook.train import DEFAULT_STEPS, TrainConfig, load_checkpoint
 
 # a tiny model on a tiny task: a training run of a few tenths of a second

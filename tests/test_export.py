@@ -17,10 +17,11 @@ import pytest
 import torch
 
 from attnbook import export as export_module
-from attnbook.cli import _model_from_checkpoint, main
+from attnbook.cli import main
 from attnbook.data import BOS, EOS, PAD, Vocab
 from attnbook.decode import greedy_decode
 from attnbook.export import OUTPUT_NAMES, AttentionOutputs, export_onnx
+from attnbook.runs.models import model_from_checkpoint as _model_from_checkpoint
 from attnbook.train import load_checkpoint
 from attnbook.transformer import Transformer
 

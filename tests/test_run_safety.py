@@ -830,14 +830,14 @@ def test_a_real_signal_leaves_a_checkpoint_that_resumes(sig, status, tmp_path, c
 def test_a_signal_before_training_exits_cleanly(
     signum, status, words, tmp_path, monkeypatch, capsys
 ):
-    import attnbook.cli as cli_module
+    import attnbook.runs.training as training_module
 
     def build_task(*args, **kwargs):
         os.kill(os.getpid(), signum)
         time.sleep(1)
         raise AssertionError("the signal did not stop the command")
 
-    monkeypatch.setattr(cli_module, "_build_task", build_task)
+    monkeypatch.setattr(training_module, "build_task", build_task)
     # A shell that starts pytest in the background (as CI may) leaves SIGINT ignored; Ctrl-C
     # at a terminal reaches Python's default handler, which this test is about.
     saved_sigint = signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -200,9 +200,14 @@ def test_the_decoders_accept_any_model_of_the_protocol():
 
 SRC = Path(attnbook.__file__).parent
 # the modules that take a model: they must treat every model of the protocol alike
-USERS = ["decode.py", "evaluate.py", "widgets.py", "viz.py", "cli.py", "seq2seq.py"] + [
-    f"train/{name}" for name in ("batches.py", "checkpoint.py", "losses.py", "runtime.py")
-]
+USERS = (
+    ["decode.py", "evaluate.py", "widgets.py", "viz.py", "cli.py", "seq2seq.py"]
+    + [f"train/{name}" for name in ("batches.py", "checkpoint.py", "losses.py", "runtime.py")]
+    + [
+        f"runs/{name}"
+        for name in ("folder.py", "models.py", "report.py", "tasks.py", "training.py")
+    ]
+)
 MODEL_CLASSES = {"Transformer", "Seq2Seq", "AttentionDecoder", "ContextDecoder", "RNNEncoder"}
 KIND_ATTRIBUTES = {"has_attention", "attention", "hidden_dim", "d_model", "cell", "n_heads"}
 # what a module may ask a model for by name: the protocol, and nn.Module's own training mode

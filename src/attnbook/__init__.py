@@ -7,7 +7,9 @@ One concept per module:
 - :mod:`attnbook.data`: vocabularies, the synthetic tasks, your own TSV corpus, batching
 - :mod:`attnbook.languages`: dates between real languages (CLDR), with their alignment
 - :mod:`attnbook.train`: the trainer (AMP, schedules, checkpoints, DDP) and its losses
-- :mod:`attnbook.cli`: ``python -m attnbook train | evaluate | translate``
+- :mod:`attnbook.runs`: a training run in a run folder (refused, resumed, written atomically),
+  and evaluating, decoding and exporting it, from Python (``attnbook.runs.train_run``)
+- :mod:`attnbook.cli`: ``python -m attnbook train | evaluate | translate | export``, on ``runs``
 - :mod:`attnbook.transformer`: the encoder-decoder Transformer and its parts
 - :mod:`attnbook.seq2seq`: the protocol the RNN ``Seq2Seq`` and the ``Transformer`` share
 - :mod:`attnbook.decode`: greedy decoding and beam search for any seq2seq model
