@@ -27,17 +27,16 @@ from importlib import resources
 import torch
 
 from ._checks import check_positive_int
-from .data import (
+from .data import TaskData, Vocab
+from .data.dates import (
     _DATE_FORMATS,
     _MONTHS,
     _WEEKDAY_PREFIXES,
     _WEEKDAYS,
-    TaskData,
-    Vocab,
-    _check_choice,
     _date_options,
     _ordinal,
 )
+from .data.vocab import _check_choice
 
 __all__ = [
     "FIELDS",
