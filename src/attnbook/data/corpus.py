@@ -82,8 +82,9 @@ def load_tsv(
     Columns after the second are ignored (e.g. the attribution column of the Tatoeba files);
     blank lines are skipped; a line with fewer than two fields or an empty side is a
     ``ValueError`` naming the file and the line number. Each side is tokenised
-    (``level="word"``: :func:`tokenize_words`, stored space-separated; ``level="char"``:
-    whitespace collapsed), optionally lower-cased, and pairs whose sides have fewer than
+    (``level="word"``: :func:`~attnbook.data.vocab.tokenize_words`, stored space-separated;
+    ``level="char"``: whitespace collapsed), optionally lower-cased, and pairs whose sides have
+    fewer than
     ``min_len`` or more than ``max_len`` tokens are dropped. The file is read as ``encoding``
     (a UTF-8 byte-order mark is skipped); bytes not valid in it are a ``ValueError`` naming
     the file, the line and the column. The first ``max_pairs`` kept pairs

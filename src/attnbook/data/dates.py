@@ -1,7 +1,7 @@
 """The dates task's spellings: a date written in one of many human ways.
 
 Month and weekday names, the templates (numbers always day first, so every input has one right
-answer), the options and the character set of the inputs. :func:`attnbook.data.make_task`
+answer), the options and the character set of the inputs. :func:`~attnbook.data.tasks.make_task`
 generates the task from them; :mod:`attnbook.languages` writes the same templates in other
 languages. Nothing here is public: the names are the task's internals.
 """

@@ -40,7 +40,7 @@ class TaskData:
 
     ``train``, ``val`` and ``test`` are lists of ``(source, target)`` string pairs; no source
     is in two splits. ``options`` records how the data was made (task options, or the file
-    and its filtering counts for :func:`load_tsv`).
+    and its filtering counts for :func:`~attnbook.data.corpus.load_tsv`).
     """
 
     name: str

@@ -236,8 +236,8 @@ def tokenize_words(text: str, lower: bool = False) -> list[str]:
 
 
 def normalise_text(text: str, level: str = "word", lower: bool = False) -> str:
-    """Prepare one side of a sentence pair as :func:`load_tsv` does (and so a typed input
-    for a model trained on such a corpus): ``level="word"`` tokenises with
+    """Prepare one side of a sentence pair as :func:`~attnbook.data.corpus.load_tsv` does (and
+    so a typed input for a model trained on such a corpus): ``level="word"`` tokenises with
     :func:`tokenize_words` and joins the tokens with single spaces; ``level="char"`` collapses
     runs of whitespace. ``lower`` lower-cases."""
     _check_text("text", text)
