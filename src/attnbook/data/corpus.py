@@ -84,8 +84,8 @@ def load_tsv(
     ``ValueError`` naming the file and the line number. Each side is tokenised
     (``level="word"``: :func:`~attnbook.data.vocab.tokenize_words`, stored space-separated;
     ``level="char"``: whitespace collapsed), optionally lower-cased, and pairs whose sides have
-    fewer than
-    ``min_len`` or more than ``max_len`` tokens are dropped. The file is read as ``encoding``
+    fewer than ``min_len`` or more than ``max_len`` tokens are dropped. The file is read as
+    ``encoding``
     (a UTF-8 byte-order mark is skipped); bytes not valid in it are a ``ValueError`` naming
     the file, the line and the column. The first ``max_pairs`` kept pairs
     are split at random (``seed``) by *source sentence*, so that a sentence with several
