@@ -5,7 +5,7 @@ takes token ids and returns the next-token logits and every attention weight the
 computes, as named outputs:
 
 - inputs ``src`` ``(batch, src_len)`` and ``tgt`` ``(batch, tgt_len)``, int64 token ids:
-  the source as :meth:`attnbook.data.Vocab.encode` gives it, and the target so far, starting
+  the source as :meth:`attnbook.data.vocab.Vocab.encode` gives it, and the target so far, starting
   with ``<bos>`` (the decoder input). Source and target lengths (and the batch) are dynamic,
   from 1 to the model's ``max_len``; ``<pad>`` ids are masked as in PyTorch.
 - outputs ``logits`` ``(batch, tgt_len, tgt_vocab)``; ``encoder_self_attention``

@@ -27,17 +27,16 @@ from importlib import resources
 import torch
 
 from ._checks import check_positive_int
-from .data import (
+from .data import TaskData, Vocab
+from .data.dates import (
     _DATE_FORMATS,
     _MONTHS,
     _WEEKDAY_PREFIXES,
     _WEEKDAYS,
-    TaskData,
-    Vocab,
-    _check_choice,
     _date_options,
     _ordinal,
 )
+from .data.vocab import _check_choice
 
 __all__ = [
     "FIELDS",
@@ -128,7 +127,7 @@ def format_date(date: datetime.date, locale: str = "en_US", style: str = "full")
     return out
 
 
-# The English dates task's spellings (attnbook.data), with the field of every placeholder.
+# The English dates task's spellings (attnbook.data.dates), with the field of every placeholder.
 _HUMAN_FIELDS = {
     "W": "weekday",
     "w": "weekday",
@@ -159,7 +158,7 @@ def _human_values(date: datetime.date) -> dict[str, str]:
 
 
 def human_english(date: datetime.date, template: str, weekday: bool) -> Spelled:
-    """``date`` in one of the English dates task's templates (``attnbook.data``'s
+    """``date`` in one of the English dates task's templates (``attnbook.data.dates``'s
     ``"{d} {M} {y}"`` and the rest), with a weekday in front when ``weekday``."""
     values = _human_values(date)
     if weekday:
@@ -174,7 +173,7 @@ def human_english(date: datetime.date, template: str, weekday: bool) -> Spelled:
 
 @dataclass
 class DatesBetween(TaskData):
-    """A :class:`~attnbook.data.TaskData` of dates between two languages, which also knows
+    """A :class:`~attnbook.data.tasks.TaskData` of dates between two languages, which also knows
     the field of every character: ``fields[text]`` is the tuple of fields of ``text``, for
     every source and target in the splits."""
 

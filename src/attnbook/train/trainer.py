@@ -48,9 +48,9 @@ class Trainer(CheckpointMixin):
     """Train a seq2seq ``model`` (the interface of :mod:`attnbook.decode`, plus
     ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)``).
 
-    ``train_data`` and ``val_data`` are :class:`attnbook.data.Seq2SeqDataset` s or lists of
+    ``train_data`` and ``val_data`` are :class:`attnbook.data.batching.Seq2SeqDataset` s or lists of
     ``(source, target)`` pairs (then ``src_vocab`` and ``tgt_vocab`` are needed); or
-    ``train_data`` is a whole :class:`attnbook.data.TaskData` (its train split, its
+    ``train_data`` is a whole :class:`attnbook.data.tasks.TaskData` (its train split, its
     vocabularies and, unless ``val_data`` is given, its val split). Without validation data
     there is no evaluation. ``meta`` is stored in every checkpoint as given (the
     command line keeps the model's constructor arguments and the task there).
@@ -446,7 +446,7 @@ def train_model(
     progress: bool = False,
     **options,
 ) -> list[dict]:
-    """Train ``model`` on ``task`` (from :func:`attnbook.data.make_task` or ``load_tsv``) for
+    """Train ``model`` on ``task`` (from :func:`attnbook.data.tasks.make_task` or ``load_tsv``) for
     ``steps`` steps on the CPU-friendly defaults and return the history; the last row holds
     the final validation loss, token accuracy and exact match. ``options`` are further
     :class:`~attnbook.train.config.TrainConfig` fields (``lr``, ``schedule``, ``eval_every``,
