@@ -19,8 +19,9 @@ Input the model cannot read gets a message, on the page as from :func:`check_tex
 input, a character outside the source vocabulary (named), more characters than the model's
 positional table holds.
 
-The book's model file: ``make live-model`` (or ``python -m attnbook.live --checkpoint
-CHECKPOINT --out DIR``) writes it with :func:`write_model`.
+The book's model file: ``make live-model`` (``python -m attnbook.live --pretrained NAME --out
+DIR``, or ``--checkpoint FILE`` for a run of ``python -m attnbook train``) writes it with
+:func:`write_model`.
 """
 
 from __future__ import annotations
@@ -263,14 +264,33 @@ def from_checkpoint(checkpoint, **kwargs) -> LiveBlock:
     return live_block(model, src_vocab, tgt_vocab, **kwargs)
 
 
-def write_model(checkpoint, folder, *, name: str = MODEL_NAME) -> dict:
-    """Export the Transformer of the run whose checkpoint is ``checkpoint`` to
-    ``folder/live/NAME.onnx`` with its sidecar (:func:`attnbook.export.export_onnx`), recording
-    the checkpoint's step, task and :func:`weights_digest`; returns the sidecar. ``folder``
-    is what the built book serves at its root (``make live-model`` passes ``.cache/live/site``,
-    which ``_config.yml`` copies into the book)."""
+def write_model(
+    model, src_vocab: Vocab, tgt_vocab: Vocab, folder, *, name: str = MODEL_NAME, info=None
+) -> dict:
+    """Export ``model`` to ``folder/live/NAME.onnx`` with its sidecar
+    (:func:`attnbook.export.export_onnx`), recording ``info`` (where the model came from) and
+    its :func:`weights_digest`, which the page compares with its example's; returns the
+    sidecar. ``folder`` is what the built book serves at its root (``make live-model`` passes
+    ``.cache/live/site``, which ``_config.yml`` copies into the book)."""
     from .export import export_onnx
 
+    _check_model(model, src_vocab, tgt_vocab)
+    if not isinstance(name, str) or not name or "/" in name:
+        raise ValueError(f"name must be a file name without a folder, got {name!r}")
+    info = {**(info or {}), "weights": weights_digest(model)}
+    out = Path(folder) / MODEL_DIR / f"{name}.onnx"
+    return export_onnx(model, out, src_vocab, tgt_vocab, info=info)
+
+
+def _from_pretrained(name: str):
+    from . import pretrained
+
+    model, task, record = pretrained.load(name)
+    info = {"pretrained": name, "command": record["command"], "sha256": record["sha256"]}
+    return model, task.src_vocab, task.tgt_vocab, info
+
+
+def _from_checkpoint(checkpoint):
     ckpt, model, src_vocab, tgt_vocab, meta = _load(checkpoint)
     info = {
         "checkpoint": Path(checkpoint).name,
@@ -278,24 +298,29 @@ def write_model(checkpoint, folder, *, name: str = MODEL_NAME) -> dict:
         "task": meta.get("task"),
         "task_kwargs": {k: v for k, v in (meta.get("task_kwargs") or {}).items() if k != "path"},
         "model_kwargs": meta.get("model_kwargs"),
-        "weights": weights_digest(model),
     }
-    out = Path(folder) / MODEL_DIR / f"{name}.onnx"
-    return export_onnx(model, out, src_vocab, tgt_vocab, info=info)
+    return model, src_vocab, tgt_vocab, info
 
 
 def main(argv=None) -> int:
-    """``python -m attnbook.live --checkpoint CHECKPOINT --out DIR``: :func:`write_model`."""
+    """``python -m attnbook.live (--pretrained NAME | --checkpoint FILE) --out DIR``: writes
+    the model file with :func:`write_model`."""
     parser = argparse.ArgumentParser(
         prog="python -m attnbook.live",
         description="Write the live block's model file (DIR/live/NAME.onnx and its sidecar).",
     )
-    parser.add_argument("--checkpoint", required=True, help="a transformer run's checkpoint.pt")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--pretrained", metavar="NAME", help="a model of attnbook.pretrained")
+    source.add_argument("--checkpoint", metavar="FILE", help="a transformer run's checkpoint.pt")
     parser.add_argument("--out", required=True, help="the folder the built book serves")
     parser.add_argument("--name", default=MODEL_NAME, help=f"default: {MODEL_NAME}")
     args = parser.parse_args(argv)
     try:
-        sidecar = write_model(args.checkpoint, args.out, name=args.name)
+        if args.pretrained is not None:
+            model, src_vocab, tgt_vocab, info = _from_pretrained(args.pretrained)
+        else:
+            model, src_vocab, tgt_vocab, info = _from_checkpoint(args.checkpoint)
+        sidecar = write_model(model, src_vocab, tgt_vocab, args.out, name=args.name, info=info)
     except (ValueError, TypeError, OSError, ImportError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
