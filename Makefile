@@ -10,7 +10,7 @@ export MKL_NUM_THREADS ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
 .PHONY: book test lint unit nbval nbval-native colab-check colab-env build-check book-checks \
-	browser js-assets notebooks pin lab clean
+	browser js-assets notebooks pin lab clean pretrained-check
 
 # Create .venv when missing; reinstall when the requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -105,6 +105,12 @@ book-checks: $(STAMP)
 ## why, without Chromium or the built book)
 browser: $(STAMP)
 	$(PY) -m pytest tests/browser -rs -p no:cacheprovider
+
+## make pretrained-check: train every model the package ships again (attnbook.pretrained; a
+## few minutes) and check each record: its options are today's, and its held-out scores are
+## reached within the margins of attnbook.pretrained._retrain.MARGINS. Not part of make test.
+pretrained-check: $(STAMP)
+	$(PY) -m attnbook.pretrained check --all
 
 # The scripts the pages load (MathJax, RequireJS, the widget manager) are served from the book
 # itself, never from a CDN: pinned npm packages, fetched with `npm pack` and checked against the
