@@ -10,7 +10,9 @@ const RUNTIME_FILE = "ort.wasm.min.mjs";
 const KINDS = {
   cross: ["cross-attention: output → source", "source character (key)", "output written (query)"],
   encoder_self: ["encoder self-attention", "source character (key)", "source character (query)"],
-  decoder_self: ["decoder self-attention (masked)", "decoder input (key)", "output written (query)"],
+  decoder_self: [
+    "decoder self-attention (masked)", "decoder input (key)", "output written (query)",
+  ],
 };
 const NOTEBOOK =
   "Translating another date runs the model in your browser with onnxruntime-web, which the " +
@@ -35,7 +37,8 @@ function h(tag, props = {}, ...children) {
 }
 
 const shown = (t) => (t === " " ? "␣" : t);
-const quote = (c) => `${JSON.stringify(c)} (U+${c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0")})`;
+const hex = (c) => c.codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+const quote = (c) => `${JSON.stringify(c)} (U+${hex(c)})`;
 
 // The message for text the model cannot read, or null (attnbook.live.check_text says the same).
 function problem(cfg, text) {
@@ -218,7 +221,8 @@ function mount(id) {
   const slider = h("input", { type: "range", class: "al-step", min: "0", step: "1",
     "aria-label": "decoder step" });
   const stepText = h("div", { class: "al-steptext" });
-  const back = h("button", { type: "button", class: "al-back", "aria-label": "previous step" }, "◀");
+  const back = h("button", { type: "button", class: "al-back", "aria-label": "previous step" },
+    "◀");
   const next = h("button", { type: "button", class: "al-next", "aria-label": "next step" }, "▶");
   const play = h("button", { type: "button", class: "al-play" }, "play the decoder");
   const form = h("form", { class: "al-form" }, input, button);
@@ -232,9 +236,11 @@ function mount(id) {
     h("div", { class: "al-stepper" }, back, slider, next, play),
     stepText,
   );
-  status.textContent =
-    "Translated in advance by PyTorch. Translate runs the model here: the first click loads " +
-    "onnxruntime-web and the model file.";
+  status.textContent = bookRoot()
+    ? "Translated in advance by PyTorch. Translate runs the model here: the first click " +
+      "loads onnxruntime-web and the model file."
+    : "Translated in advance by PyTorch. In a notebook, the block's translate method " +
+      'translates another date: block.translate("your date").';
 
   function say(text) {
     message.textContent = text || "";
@@ -244,9 +250,12 @@ function mount(id) {
   function drawOutput() {
     const r = st.result;
     output.replaceChildren(h("span", { class: "al-arrow" }, `${r.text} → `),
-      ...r.writes.map((w, t) => h("span", { class: t === st.step ? "al-now" : t < st.step ? "al-done" : "al-later" },
-        w === "<eos>" ? "⟨eos⟩" : w)));
-    if (!r.finished) output.append(h("em", {}, ` (stopped after ${r.writes.length} steps without <eos>)`));
+      ...r.writes.map((w, t) => {
+        const when = t === st.step ? "al-now" : t < st.step ? "al-done" : "al-later";
+        return h("span", { class: when }, w === "<eos>" ? "⟨eos⟩" : w);
+      }));
+    if (!r.finished)
+      output.append(h("em", {}, ` (stopped after ${r.writes.length} steps without <eos>)`));
   }
 
   function drawStep() {
@@ -293,7 +302,8 @@ function mount(id) {
       });
     });
     map.replaceChildren(
-      h("div", { class: "al-axis" }, `columns: ${keyName}; rows: ${queryName}; darker = more weight`),
+      h("div", { class: "al-axis" },
+        `columns: ${keyName}; rows: ${queryName}; weight 0 white, 1 dark blue`),
       grid);
   }
 
@@ -330,7 +340,8 @@ function mount(id) {
     if (st.timer) return stop();
     go(0);
     play.textContent = "pause";
-    st.timer = setInterval(() => (st.step + 1 < st.result.writes.length ? go(st.step + 1) : stop()), 700);
+    const forward = () => (st.step + 1 < st.result.writes.length ? go(st.step + 1) : stop());
+    st.timer = setInterval(forward, 700);
   });
   input.addEventListener("input", () => say(""));
 
@@ -358,7 +369,9 @@ function mount(id) {
       show(result);
       status.textContent =
         `Translated in your browser in ${(ms - (loaded - start)).toFixed(0)} ms` +
-        (loaded - start > 20 ? ` (the runtime and the model loaded in ${((loaded - start) / 1000).toFixed(1)} s)` : "") +
+        (loaded - start > 20
+          ? ` (the runtime and the model loaded in ${((loaded - start) / 1000).toFixed(1)} s)`
+          : "") +
         ` by onnxruntime-web.`;
       root.dataset.state = "done";
     } catch (e) {
@@ -375,7 +388,11 @@ function mount(id) {
   root.dataset.state = "example";
   if (window.ResizeObserver) {
     let last = root.clientWidth;
-    new ResizeObserver(() => { if (root.clientWidth !== last) { last = root.clientWidth; drawMap(); } })
-      .observe(root);
+    new ResizeObserver(() => {
+      if (root.clientWidth !== last) {
+        last = root.clientWidth;
+        drawMap();
+      }
+    }).observe(root);
   }
 }
