@@ -369,7 +369,7 @@ function mount(id) {
       show(result);
       status.textContent =
         `Translated in your browser in ${(ms - (loaded - start)).toFixed(0)} ms` +
-        (loaded - start > 20
+        (first
           ? ` (the runtime and the model loaded in ${((loaded - start) / 1000).toFixed(1)} s)`
           : "") +
         ` by onnxruntime-web.`;
