@@ -20,6 +20,11 @@ const NOTEBOOK =
   "Colab) has neither. Here, translate in Python instead: the block's translate method, " +
   'block.translate("your date"), draws this same view computed by PyTorch.';
 
+const FILE =
+  "This page was opened as a file (file://), and browsers do not let such a page load the " +
+  "runtime and the model. Serve the book's folder instead, for example with " +
+  "python -m http.server --directory _build/html, and open the page at http://localhost:8000.";
+
 // one runtime session per page and model file, shared by the page's blocks
 const sessions = (window.__attnbookLive = window.__attnbookLive || new Map());
 
@@ -103,6 +108,7 @@ async function openModel(cfg, base) {
 async function runtime(cfg) {
   const base = bookRoot();
   if (!base) throw new Refusal(NOTEBOOK);
+  if (location.protocol === "file:") throw new Refusal(FILE);
   const key = new URL(cfg.model, base).href;
   if (!sessions.has(key)) sessions.set(key, openModel(cfg, base));
   try {
