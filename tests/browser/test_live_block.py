@@ -7,7 +7,9 @@ translation must equal `greedy_decode`'s in PyTorch, and every attention map (cr
 and decoder self, every layer and head) must lie within 1e-4 of PyTorch's. Then the three
 inputs the model cannot read (empty, unknown characters, too long), each with the message
 `attnbook.live.check_text` gives. The model file is also checked against PyTorch in Python's
-onnxruntime at lengths the export never saw.
+onnxruntime at lengths the export never saw. Where the runtime cannot come (the chapter's
+stored output shown as JupyterLab shows it; the page opened from disk), the example is drawn
+and Translate says why it cannot run and what to do.
 
 Screenshots before and after a translation, and the times from the click to each
 translation (the first one loads the runtime and the model), land in test-artifacts/.
@@ -208,4 +210,23 @@ def test_in_a_notebook_the_block_shows_its_example_and_says_how_to_translate(new
     assert shown["state"] == "refused", shown
     assert "JupyterLab" in shown["message"] and 'block.translate("your date")' in shown["message"]
     assert not errors, f"console errors: {errors}"
+    page.close()
+
+
+def test_opened_as_a_file_the_block_says_how_to_serve_the_book(browser, book_html):
+    """A reader who opens _build/html's page from disk (file://) sees the example, and
+    Translate says why the runtime cannot load there and how to serve the folder."""
+    page = browser.new_page(viewport={"width": 900, "height": 900})
+    off = []
+    page.route("http*://**", lambda r: (off.append(r.request.url), r.abort()))
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    page.goto((book_html / PAGE).as_uri())
+    page.wait_for_function(f"{STATE} === 'example'", timeout=30_000)
+    errors.clear()  # the theme's, at load
+    shown = ask(page, "12/11/1987")
+    assert shown["state"] == "refused" and "python -m http.server" in shown["message"], shown
+    assert not errors, f"console errors: {errors}"
+    assert not off, f"asked for {off}"
     page.close()
