@@ -289,16 +289,22 @@ function mount(id) {
     const queries = st.kind === "encoder_self" ? r.source : r.writes;
     const w = weights();
     const width = Math.max(240, (root.clientWidth || 600) - 80);
-    const cell = Math.max(6, Math.min(24, Math.floor(width / keys.length)));
+    // cells (and the 1 px gaps between them) shrink to fit the column; below 7 px the
+    // characters no longer fit their cells, and small cells go without gaps
+    const room = Math.floor(width / keys.length);
+    const gap = room >= 8 ? 1 : 0;
+    const cell = Math.max(1, Math.min(24, room - gap));
     const font = Math.max(7, Math.min(12, cell - 4));
+    const label = (t) => (cell >= 7 ? shown(t) : "");
     const grid = h("div", { class: "al-grid" });
     grid.style.gridTemplateColumns = `auto repeat(${keys.length}, ${cell}px)`;
+    grid.style.gap = `${gap}px`;
     grid.style.fontSize = `${font}px`;
     grid.append(h("div", { class: "al-corner" }));
-    for (const k of keys) grid.append(h("div", { class: "al-key" }, shown(k)));
+    for (const k of keys) grid.append(h("div", { class: "al-key" }, label(k)));
     queries.forEach((q, i) => {
       const now = st.kind !== "encoder_self" && i === st.step;
-      grid.append(h("div", { class: now ? "al-query al-row-now" : "al-query" }, shown(q)));
+      grid.append(h("div", { class: now ? "al-query al-row-now" : "al-query" }, label(q)));
       w[i].forEach((x, j) => {
         const c = h("div", { class: now ? "al-cell al-row-now" : "al-cell",
           title: `${shown(q)} → ${shown(keys[j])}: ${x.toFixed(3)}` });
@@ -309,7 +315,8 @@ function mount(id) {
     });
     map.replaceChildren(
       h("div", { class: "al-axis" },
-        `columns: ${keyName}; rows: ${queryName}; weight 0 white, 1 dark blue`),
+        `columns: ${keyName}; rows: ${queryName}; weight 0 white, 1 dark blue` +
+        (cell >= 7 ? "" : " (too many characters to label; hover a cell to read it)")),
       grid);
   }
 
