@@ -6,7 +6,8 @@ then types three dates, two from the dates task's data and one the task never pr
 translation must equal `greedy_decode`'s in PyTorch, and every attention map (cross, encoder
 and decoder self, every layer and head) must lie within 1e-4 of PyTorch's. Then the three
 inputs the model cannot read (empty, unknown characters, too long), each with the message
-`attnbook.live.check_text` gives. The model file is also checked against PyTorch in Python's
+`attnbook.live.check_text` gives; and every kind, layer and head of the menus draws its own
+map, and the stepper moves along the output. The model file is also checked against PyTorch in Python's
 onnxruntime at lengths the export never saw. Where the runtime cannot come (the chapter's
 stored output shown as JupyterLab shows it; the page opened from disk), the example is drawn
 and Translate says why it cannot run and what to do.
@@ -230,3 +231,50 @@ def test_opened_as_a_file_the_block_says_how_to_serve_the_book(browser, book_htm
     assert not errors, f"console errors: {errors}"
     assert not off, f"asked for {off}"
     page.close()
+
+
+VIEW = """() => { const r = document.querySelector('.attnbook-live');
+  return {titles: [...r.querySelectorAll('.al-cell')].map(e => e.title),
+          now: r.querySelector('.al-output .al-now').textContent,
+          row: r.querySelector('.al-query.al-row-now')?.textContent ?? null,
+          step: r.querySelector('.al-steptext').textContent, result: r.attnbook.result}; }"""
+
+
+def test_the_menus_and_the_stepper_change_the_view(live):
+    """Each kind, layer and head draws its own map (the cells' values are that map's), and
+    the stepper moves the highlighted output character and query row."""
+    page = live[0]
+    result = page.evaluate(VIEW)["result"]
+    layers = len(result["attention"]["cross"])
+    shown = lambda t: "␣" if t == " " else t  # noqa: E731
+    rows = {"cross": result["writes"], "encoder_self": result["source"]}
+    rows["decoder_self"] = result["writes"]
+    cols = {"cross": result["source"], "encoder_self": result["source"]}
+    cols["decoder_self"] = result["reads"]
+    for kind in ("encoder_self", "decoder_self", "cross"):
+        page.select_option(".al-kind", kind)
+        for layer in range(layers):
+            page.select_option(".al-layer", str(layer))
+            for head in range(len(result["attention"][kind][layer])):
+                page.select_option(".al-head", str(head))
+                maps = result["attention"][kind][layer][head]
+                want = [
+                    (f"{shown(q)} → {shown(k)}", maps[i][j])
+                    for i, q in enumerate(rows[kind])
+                    for j, k in enumerate(cols[kind])
+                ]
+                got = [t.rsplit(": ", 1) for t in page.evaluate(VIEW)["titles"]]
+                assert [g[0] for g in got] == [w[0] for w in want], (kind, layer, head)
+                # each cell shows its weight to 3 decimals
+                assert all(
+                    abs(float(g[1]) - w[1]) <= 5e-4 + 1e-9 for g, w in zip(got, want, strict=True)
+                ), (kind, layer, head)
+    n = len(result["writes"])
+    page.click(".al-back")
+    view = page.evaluate(VIEW)
+    assert view["step"].startswith(f"Step {n - 1} of {n}:")
+    assert view["now"] == result["writes"][n - 2] and view["row"] == shown(result["writes"][n - 2])
+    page.click(".al-play")  # starts again from the first step
+    view = page.evaluate(VIEW)
+    assert view["step"].startswith(f"Step 1 of {n}:") and view["now"] == result["writes"][0]
+    page.click(".al-play")  # pause
