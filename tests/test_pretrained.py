@@ -13,7 +13,7 @@ import torch
 from attnbook import Seq2Seq, Transformer, pretrained
 from attnbook.cli import build_parser
 from attnbook.pretrained import _retrain
-from attnbook.runs.options import TRAIN_DEFAULTS
+from attnbook.runs.options import TRAIN_DEFAULTS, resolve_options
 
 NAMES = pretrained.names()
 
@@ -60,9 +60,10 @@ def test_the_recorded_command_trains_with_the_recorded_options():
             k: v for k, v in pretrained.ENTRIES[name]["options"].items()
         }
         full = vars(build_parser().parse_args(shlex.split(rec["command_in_full"])[3:]))
-        options = {k: v for k, v in rec["options"].items() if v is not None}
-        assert {k: full[k] for k in options} == {
-            k: tuple(v) if isinstance(v, list) else v for k, v in options.items()
+        full = {k: v for k, v in full.items() if k in TRAIN_DEFAULTS or k == "task"}
+        resolved, _, _ = resolve_options({**full, "out": "unused"})
+        assert {k: resolved[k] for k in rec["options"]} == {
+            k: tuple(v) if isinstance(v, list) else v for k, v in rec["options"].items()
         }
         assert rec["seed"] == rec["options"]["seed"] == pretrained.ENTRIES[name]["options"]["seed"]
         assert rec["torch"] and rec["training"]["steps"] == rec["options"]["steps"]

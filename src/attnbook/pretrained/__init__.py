@@ -53,10 +53,44 @@ FORMAT = "attnbook-pretrained-1"
 
 # name -> the options of its `python -m attnbook train` run (beyond them: the defaults, which
 # the record writes out) and what it is. The seed is given, and so is the device: the CPU.
+# The models of the chapter on real languages (book/16_real_languages): each trained for what
+# fits in 45 s of one CPU core, evaluated once, at the end. The Transformer takes more, cheaper
+# steps than the RNNs (an RNN's decoder runs one character after another); the two RNNs get
+# the same steps, so that the fixed context vector is compared at equal cost.
+_PAIR_RUNS = {
+    "transformer": {"steps": 1000, "lr": 5e-3, "eval_every": 1000},
+    "rnn-attention": {"steps": 300, "eval_every": 300},
+    "rnn": {"steps": 300, "eval_every": 300},
+}
 ENTRIES: dict[str, dict] = {
     "dates-transformer": {
         "about": "human English dates -> ISO, the Transformer with the command line's defaults",
         "options": {"task": "dates", "model": "transformer", "seed": 0, "device": "cpu"},
+    },
+    **{
+        f"en-{lang}-{model}": {
+            "about": f"dates from English into {language} as CLDR writes them, {what}",
+            "options": {
+                "task": "dates",
+                "src_lang": "en_US",
+                "tgt_lang": locale,
+                "model": model,
+                **_PAIR_RUNS[model],
+                "n_test": 500,
+                "seed": 0,
+                "device": "cpu",
+            },
+        }
+        for lang, locale, language in (
+            ("zh", "zh_CN", "Chinese"),
+            ("de", "de_DE", "German"),
+            ("ru", "ru_RU", "Russian"),
+        )
+        for model, what in (
+            ("transformer", "the Transformer"),
+            ("rnn-attention", "the RNN with additive attention"),
+            ("rnn", "the RNN with a fixed context vector"),
+        )
     },
 }
 """Every shipped model: its name -> ``{"about": ..., "options": ...}``, the options of the
@@ -136,17 +170,24 @@ def _from_bytes(data: bytes, device) -> tuple[torch.nn.Module, dict]:
     return model.to(device).eval(), saved
 
 
+@cache
+def _task(name: str, kwargs: str):
+    # the models of one pair share their task: made once (a second each)
+    return build_task(name, json.loads(kwargs))
+
+
 def load(name: str, device: str | torch.device = "cpu"):
     """The shipped model ``name`` (one of :func:`names`), in eval mode on ``device``, with its
     task and record: ``(model, task, record)``.
 
     ``task`` is the run's data made again (deterministic: the same splits and vocabularies as
-    in training; ``task.test`` is what ``record["metrics"]`` scores). The weights are checked
+    in training; ``task.test`` is what ``record["metrics"]`` scores), made once and shared by
+    the models trained on the same data (do not change it in place). The weights are checked
     against the record's sha256, and the vocabularies against the task's."""
     _check_name(name)
     data, rec = _read(name)
     model, saved = _from_bytes(data, torch.device(device))
-    task = build_task(saved["task"], saved["task_kwargs"])
+    task = _task(saved["task"], json.dumps(saved["task_kwargs"], sort_keys=True))
     for side in ("src", "tgt"):
         if getattr(task, f"{side}_vocab").to_dict() != saved["vocab"][side]:
             raise PretrainedError(

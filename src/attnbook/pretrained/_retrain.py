@@ -9,6 +9,7 @@ import os
 import platform
 import shlex
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -31,17 +32,32 @@ def _package_folder() -> Path:
 def command_line(options: dict, separator: str = ",") -> str:
     """The ``python -m attnbook train`` command of ``options`` (named as
     :data:`~attnbook.runs.TRAIN_DEFAULTS`; a pair such as ``betas`` joined by ``separator``)."""
+    from ..cli import build_parser
+
+    known = {s for a in _train_parser(build_parser())._actions for s in a.option_strings}
     flags = {"noam_d_model": "--noam-d-model"}
     words = ["python", "-m", "attnbook", "train"]
     for key, value in options.items():
         flag = flags.get(key, "--" + key.replace("_", "-"))
         if isinstance(value, bool):
-            words.append(flag if value else "--no-" + flag[2:])
+            off = "--no-" + flag[2:]
+            if value or off in known:  # a flag without a --no- form is off when left out
+                words.append(flag if value else off)
         elif isinstance(value, (list, tuple)):
             words += [flag, separator.join(map(str, value))]
         else:
             words += [flag, str(value)]
     return shlex.join(words)
+
+
+def _train_parser(parser):
+    """The ``train`` subcommand's parser of the command line's ``parser``."""
+    import argparse
+
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices["train"]
+    raise LookupError("the command line has no train command")
 
 
 def _scores(model, task) -> dict:
@@ -69,9 +85,10 @@ def _train(name: str, threads: int, quiet: bool):
     options = dict(ENTRIES[name]["options"])
     task = options.pop("task")
     load = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    start = time.process_time()
     with tempfile.TemporaryDirectory(prefix="attnbook-pretrained-") as out:
         run = train_run(out, task=task, threads=threads, quiet=quiet, **options)
-    return run, load
+    return run, load, time.process_time() - start
 
 
 def retrain(name: str, *, write: bool = True, threads: int = 2, quiet: bool = True) -> dict:
@@ -84,7 +101,7 @@ def retrain(name: str, *, write: bool = True, threads: int = 2, quiet: bool = Tr
 
     _check_name(name)
     check_positive_int("threads", threads)
-    run, load = _train(name, threads, quiet)
+    run, load, cpu = _train(name, threads, quiet)
     model = run.model.cpu().eval()
     options = entry_options(name)
     saved = {
@@ -117,6 +134,9 @@ def retrain(name: str, *, write: bool = True, threads: int = 2, quiet: bool = Tr
         "training": {
             "steps": run.trainer.step,
             "seconds": round(run.trainer.elapsed, 1),
+            # CPU time of the whole command (data, training, test scoring, figures): on a
+            # loaded machine, closer than the wall time to what a quiet one takes
+            "cpu_seconds": round(cpu, 1),
             "threads": threads,
             "cpu_count": os.cpu_count(),
             "load_before": load,
