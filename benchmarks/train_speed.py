@@ -2,20 +2,21 @@
 time against ``torch.nn.Transformer``.
 
 1. ``python -m attnbook train --task dates --model transformer --max-seconds 60`` with the
-   default sizes, and the same for ``--model rnn-attention`` with 120 s: the exact-match
-   accuracy on the held-out test dates (1000 dates never seen in training, in any spelling),
-   the number of steps done, and when the validation exact match first reached 99% / 97%.
-   Also the Transformer with the paper's schedule (``--schedule noam``), for comparison
-   with the default cosine schedule.
+   default sizes, once per seed (``--seeds``, 3 by default: ``--seed 0, 1, 2``), and the same
+   for ``--model rnn-attention`` with 120 s: the exact-match accuracy on the held-out test
+   dates (1000 dates never seen in training, in any spelling), the number of steps done, and
+   when the validation exact match first reached 99.5% / 97% (issue 30 asks the Transformer
+   for 99.5% within 20 s, the median over the seeds). Also the Transformer with the paper's
+   schedule (``--schedule noam``), for comparison with the default cosine schedule.
 2. One training step (forward, label-smoothed loss, backward, AdamW) of
    :class:`attnbook.Transformer` (the fused attention path: ``need_weights=False``) and of
    ``torch.nn.Transformer`` with the same sizes, embeddings, positional encoding and output
    layer, on the same batches, timed in alternating rounds in one process; the ratio is
    ours / theirs in steps per second (above 1: ours is faster).
 
-Run from the repository root (about six minutes)::
+Run from the repository root (about seven minutes)::
 
-    .venv/bin/python benchmarks/train_speed.py
+    .venv/bin/python benchmarks/train_speed.py --rounds 11
 
 It writes ``benchmarks/results/train_speed.{md,json}``. ``--help`` lists the options. Other
 processes on the machine slow everything down: the load average before the run is recorded.
@@ -60,6 +61,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--rnn-seconds", type=float, default=120.0)
     p.add_argument("--skip-training", action="store_true", help="only the step-time part")
     p.add_argument("--skip-noam", action="store_true", help="no run with --schedule noam")
+    p.add_argument(
+        "--seeds", type=int, default=3, help="runs of the default Transformer, --seed 0, 1, ..."
+    )
     p.add_argument("--rounds", type=int, default=7, help="alternating timing rounds")
     p.add_argument("--steps-per-round", type=int, default=30)
     p.add_argument("--out", type=Path, default=RESULTS)
@@ -222,6 +226,40 @@ def round_ratios(r: dict) -> tuple[float, float]:
 # --------------------------------------------------------------------------------------------
 
 
+TRANSFORMER_TARGET = 0.995  # issue 30: 99.5% held-out exact match within 20 s on 2 cores
+
+
+def seed_runs(training: list[dict]) -> list[dict]:
+    """The runs of the default Transformer (``transformer`` is seed 0, the command line's)."""
+    return [
+        r
+        for r in training
+        if r["name"] == "transformer" or r["name"].startswith("transformer, seed")
+    ]
+
+
+def seed_summary(training: list[dict]) -> list[str]:
+    """One sentence on the default Transformer over its seeds: when its validation exact match
+    first reached the target (median), and its held-out exact match at the end (worst)."""
+    runs = seed_runs(training)
+    if not runs:
+        return []
+    reached = [r["reached_seconds"] for r in runs]
+    if None in reached:
+        when = f"{reached.count(None)} of the {len(runs)} seeds never reached it"
+    else:
+        median = statistics.median(reached)
+        steps = ", ".join(str(r["reached_step"]) for r in runs)
+        when = f"first reached it at {median:.1f} s, the median (steps {steps})"
+    worst = min(r["test_exact_match"] for r in runs)
+    return [
+        f"**The default Transformer, {len(runs)} seeds** (`--seed 0` to `--seed {len(runs) - 1}`): "
+        f"the validation exact match {when}, against a target of "
+        f"{100 * runs[0]['target']:g}% within 20 s; held-out exact match at the end of the "
+        f"run ({runs[0]['steps']} steps) {100 * worst:.1f}% or more."
+    ]
+
+
 def markdown(results: dict) -> str:
     lines = [
         "# Training speed on the CPU",
@@ -240,6 +278,8 @@ def markdown(results: dict) -> str:
             "any spelling. *Reached* is when the validation exact match first hit the "
             "target.",
             "",
+            *seed_summary(results["training"]),
+            "",
             "| command | budget | steps | steps/s | held-out exact match | validation "
             "exact match | target | reached (step, s) |",
             "|---|---:|---:|---:|---:|---:|---:|---|",
@@ -253,7 +293,7 @@ def markdown(results: dict) -> str:
             lines.append(
                 f"| `{r['command']}` | {r['budget']:.0f} s | {r['steps']} | "
                 f"{r['steps_per_second']:.1f} | **{100 * r['test_exact_match']:.1f}%** | "
-                f"{100 * r['val_exact_match']:.1f}% | {100 * r['target']:.0f}% | {reached} |"
+                f"{100 * r['val_exact_match']:.1f}% | {100 * r['target']:g}% | {reached} |"
             )
         lines += ["", "Validation exact match along the way (step: seconds, exact match):", ""]
         for r in results["training"]:
@@ -305,18 +345,26 @@ def markdown(results: dict) -> str:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    if args.seeds < 1:
+        raise SystemExit(
+            f"--seeds must be at least 1 (seed 0 is chapter 15's run), got {args.seeds}"
+        )
     results = {
         "machine": machine_info(),
         "command": run_command("train_speed.py", argv),
     }
     if not args.skip_training:
+        budget = ["--max-seconds", str(args.transformer_seconds)]
         runs = [
             (
-                "transformer",
-                ["--model", "transformer", "--max-seconds", str(args.transformer_seconds)],
-                0.99,
+                "transformer" if seed == 0 else f"transformer, seed {seed}",
+                ["--model", "transformer", *budget, *(["--seed", str(seed)] if seed else [])],
+                TRANSFORMER_TARGET,
                 args.transformer_seconds,
-            ),
+            )
+            for seed in range(args.seeds)
+        ]
+        runs += [
             (
                 "rnn-attention",
                 ["--model", "rnn-attention", "--max-seconds", str(args.rnn_seconds)],
@@ -336,7 +384,7 @@ def main(argv=None) -> dict:
                         "--max-seconds",
                         str(args.transformer_seconds),
                     ],
-                    0.99,
+                    TRANSFORMER_TARGET,
                     args.transformer_seconds,
                 )
             )

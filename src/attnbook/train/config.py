@@ -25,7 +25,7 @@ OPTIMIZERS = ("adamw", "adam")
 SCHEDULES = ("noam", "constant", "cosine")
 # the length of a run given neither steps, epochs nor max_seconds (the command line: neither
 # --steps nor --epochs)
-DEFAULT_STEPS = 1250
+DEFAULT_STEPS = 1500
 
 
 # --------------------------------------------------------------------------------------------
