@@ -1,9 +1,11 @@
 """The live block: a trained seq2seq Transformer that runs in the reader's browser.
 
-Chapter 13 shows its dates Transformer as a block on the page: an input box, a button, the
-translation, the attention as a heatmap with the real characters on both axes (every layer and
-head of the cross-attention and of both stacks' self-attention), and the decoder stepping
-through its output. The block is an HTML output with its own script (``assets/live.js``):
+Chapter 13 shows the shipped dates Transformer (``attnbook.pretrained``'s ``dates-transformer``,
+trained by ``python -m attnbook train --task dates --model transformer``) as a block on the
+page: an input box, a button, the translation, the attention as a heatmap with the real
+characters on both axes (every layer and head of the cross-attention and of both stacks'
+self-attention), and the decoder stepping through its output. The block is an HTML output with
+its own script (``assets/live.js``):
 
 - :func:`live_block` returns the display object. It holds one example translated in advance by
   PyTorch, which the page shows at once, with no runtime loaded.
@@ -126,8 +128,9 @@ def live_example(
 ) -> dict:
     """What the block shows for ``text``, computed by PyTorch: the translation by
     :func:`~attnbook.decode.greedy_decode` (at most ``max_output`` steps), and the decoder run
-    once more on ``<bos>`` and its own output with every attention weight returned, as the
-    page's runtime computes them. JSON-friendly: ``source``, ``reads`` (decoder inputs) and
+    once more on ``<bos>`` followed by its own output less the last token (what each step read)
+    with every attention weight returned, as the page's runtime computes them. JSON-friendly:
+    ``source``, ``reads`` (decoder inputs) and
     ``writes`` (outputs) are token labels; ``attention[kind]`` is ``[layer][head][query][key]``
     for ``kind`` in cross, encoder_self, decoder_self; ``top[step]`` the three likeliest
     tokens with their probabilities; ``finished``: whether ``<eos>`` came."""
