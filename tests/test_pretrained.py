@@ -103,3 +103,17 @@ def test_a_changed_default_shows_as_stale(monkeypatch):
 def test_the_command_line_of_options():
     line = _retrain.command_line({"task": "dates", "norm_first": False, "src_lang": "en_US"})
     assert line == "python -m attnbook train --task dates --no-norm-first --src-lang en_US"
+
+
+def test_a_retrain_that_stopped_early_writes_nothing(monkeypatch):
+    # a run interrupted by a signal saves its checkpoint and returns: its weights must not ship
+    class Stopped:
+        class trainer:  # noqa: N801 - stands in for the run's trainer
+            step = 352
+
+    written = []
+    monkeypatch.setattr(_retrain, "_train", lambda name, threads, quiet: (Stopped, None, 0.0))
+    monkeypatch.setattr(_retrain, "_package_folder", lambda: written.append(1))
+    with pytest.raises(pretrained.PretrainedError, match="stopped at step 352 of 1500"):
+        _retrain.retrain("dates-transformer")
+    assert written == []

@@ -14,7 +14,17 @@ from pathlib import Path
 
 import torch
 
-from . import ENTRIES, FORMAT, _check_name, _from_bytes, _records, _sha256, entry_options, record
+from . import (
+    ENTRIES,
+    FORMAT,
+    PretrainedError,
+    _check_name,
+    _from_bytes,
+    _records,
+    _sha256,
+    entry_options,
+    record,
+)
 
 __all__ = ["retrain", "check", "command_line", "MARGINS", "EXAMPLE_SOURCE"]
 
@@ -102,8 +112,13 @@ def retrain(name: str, *, write: bool = True, threads: int = 2, quiet: bool = Tr
     _check_name(name)
     check_positive_int("threads", threads)
     run, load, cpu = _train(name, threads, quiet)
-    model = run.model.cpu().eval()
     options = entry_options(name)
+    if run.trainer.step != options["steps"]:  # stopped early (a signal): never ship that
+        raise PretrainedError(
+            f"retraining {name!r} stopped at step {run.trainer.step} of {options['steps']}; "
+            "nothing was written"
+        )
+    model = run.model.cpu().eval()
     saved = {
         "format": FORMAT,
         "name": name,
