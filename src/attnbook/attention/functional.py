@@ -26,6 +26,16 @@ from .._checks import (
 )
 from .masks import _check_mask
 
+__all__ = [
+    "masked_softmax",
+    "softmax_saturation",
+    "dot_score",
+    "scaled_dot_score",
+    "general_score",
+    "additive_score",
+    "scaled_dot_product_attention",
+]
+
 # --------------------------------------------------------------------------------------------
 # step 2: masked softmax
 # --------------------------------------------------------------------------------------------

@@ -16,6 +16,11 @@ from .._checks import (
     checked,
 )
 
+__all__ = [
+    "padding_mask",
+    "causal_mask",
+]
+
 
 def _check_mask(
     mask, scores_shape: torch.Size, name: str = "mask", like: torch.Tensor | None = None

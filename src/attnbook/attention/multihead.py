@@ -28,6 +28,12 @@ from .._checks import (
 from .functional import scaled_dot_product_attention
 from .masks import _check_mask
 
+__all__ = [
+    "MultiHeadAttention",
+    "to_torch_multihead",
+    "SelfAttentionHead",
+]
+
 
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (多头注意力) of Vaswani et al. (2017), batch first.

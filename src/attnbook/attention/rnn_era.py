@@ -23,6 +23,14 @@ from .._checks import (
 from .functional import additive_score, dot_score, general_score, masked_softmax, scaled_dot_score
 from .masks import _check_mask
 
+__all__ = [
+    "AdditiveAttention",
+    "DotAttention",
+    "GeneralAttention",
+    "SCORE_FUNCTIONS",
+    "make_attention",
+]
+
 
 class _ScoredAttention(nn.Module):
     """Shared forward of the RNN-era attention modules; subclasses define ``score``."""

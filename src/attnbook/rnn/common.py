@@ -24,6 +24,11 @@ from .._checks import (
     checks_active,
 )
 
+__all__ = [
+    "CELLS",
+    "State",
+]
+
 CELLS = ("gru", "lstm", "rnn")
 _RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
 

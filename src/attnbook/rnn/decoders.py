@@ -29,6 +29,11 @@ from .common import (
     _to_torch_state,
 )
 
+__all__ = [
+    "ContextDecoder",
+    "AttentionDecoder",
+]
+
 
 class _RNNDecoderBase(_Recurrent):
     """Embedding, recurrence and output layer shared by both decoders."""

@@ -22,6 +22,11 @@ from .common import (
     _Recurrent,
 )
 
+__all__ = [
+    "RNNEncoder",
+    "gradient_by_distance",
+]
+
 
 class RNNEncoder(_Recurrent):
     """Embed the source and run a GRU (default), LSTM or plain RNN over it.

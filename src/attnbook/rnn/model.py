@@ -27,6 +27,10 @@ from .common import (
 from .decoders import AttentionDecoder, ContextDecoder
 from .encoder import RNNEncoder
 
+__all__ = [
+    "Seq2Seq",
+]
+
 
 class Seq2Seq(nn.Module):
     """An RNN encoder-decoder, without attention (``attention=None``) or with it.

@@ -25,6 +25,8 @@ from .._checks import (
     checks_active,
 )
 
+__all__: list[str] = []  # every name here is private: the checks the package attaches
+
 # --------------------------------------------------------------------------------------------
 # the layers
 # --------------------------------------------------------------------------------------------

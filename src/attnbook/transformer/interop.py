@@ -11,6 +11,10 @@ from torch import nn
 from ..attention import MultiHeadAttention, to_torch_multihead
 from .model import Transformer
 
+__all__ = [
+    "to_torch_transformer",
+]
+
 
 def to_torch_transformer(model: Transformer) -> nn.Transformer:
     """A ``torch.nn.Transformer`` (batch first, eval mode) holding ``model``'s layer weights.

@@ -25,6 +25,15 @@ from .checks import (
     _checked_sublayer,
 )
 
+__all__ = [
+    "FeedForward",
+    "SublayerConnection",
+    "EncoderLayer",
+    "DecoderLayer",
+    "Encoder",
+    "Decoder",
+]
+
 # --------------------------------------------------------------------------------------------
 # the two sublayers' helpers
 # --------------------------------------------------------------------------------------------

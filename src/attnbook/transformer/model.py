@@ -38,6 +38,11 @@ from .checks import (
 )
 from .layers import Decoder, Encoder
 
+__all__ = [
+    "POSITIONAL_KINDS",
+    "Transformer",
+]
+
 POSITIONAL_KINDS = ("sinusoidal", "learned", None)
 
 

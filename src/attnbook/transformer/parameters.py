@@ -8,6 +8,11 @@ from .._checks import check_bool
 from ..attention import MultiHeadAttention
 from .layers import FeedForward
 
+__all__ = [
+    "count_parameters",
+    "parameter_breakdown",
+]
+
 
 def count_parameters(model: nn.Module, trainable_only: bool = False) -> int:
     """Number of parameters, each shared (tied) tensor counted once."""
