@@ -10,7 +10,7 @@ export MKL_NUM_THREADS ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
 .PHONY: book test lint unit nbval nbval-native colab-check colab-env build-check book-checks \
-	browser js-assets notebooks pin lab clean
+	browser js-assets live-model notebooks pin lab clean pretrained-check
 
 # Create .venv when missing; reinstall when the requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -35,8 +35,9 @@ $(ACTIONLINT_STAMP):
 	fi
 
 ## make book: build the HTML book into _build/html (renders the stored notebook outputs), with
-## the JavaScript its pages load (js-assets: needs npm)
-book: $(STAMP) js-assets
+## the JavaScript its pages load (js-assets: needs npm) and the model file of chapter 13's live
+## block (live-model)
+book: $(STAMP) js-assets live-model
 	$(JB)
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
@@ -91,7 +92,7 @@ colab-check: $(STAMP)
 colab-env: $(STAMP)
 	$(PY) tests/check_colab.py --env-only
 
-build-check: $(STAMP) js-assets
+build-check: $(STAMP) js-assets live-model
 	rm -rf _build/html _build/.doctrees
 	$(JB)
 	$(PY) tests/check_built_book.py _build/html
@@ -106,14 +107,34 @@ book-checks: $(STAMP)
 browser: $(STAMP)
 	$(PY) -m pytest tests/browser -rs -p no:cacheprovider
 
-# The scripts the pages load (MathJax, RequireJS, the widget manager) are served from the book
-# itself, never from a CDN: pinned npm packages, fetched with `npm pack` and checked against the
-# sha256 that tests/book_js.py records, unpacked into .cache/js/site (git-ignored), which
-# _config.yml copies into the built book as vendor/. Needs npm (Node.js); fails saying so.
+## make pretrained-check: train every model the package ships again (attnbook.pretrained; a
+## few minutes) and check each record: its options are today's, and its held-out scores are
+## reached within the margins of attnbook.pretrained._retrain.MARGINS. Not part of make test.
+pretrained-check: $(STAMP)
+	$(PY) -m attnbook.pretrained check --all
+
+# The scripts the pages load (MathJax, RequireJS, the widget manager, onnxruntime-web) are
+# served from the book itself, never from a CDN: pinned npm packages, fetched with `npm pack` and
+# checked against the sha256 that tests/book_js.py records, unpacked into .cache/js/site
+# (git-ignored), which _config.yml copies into the built book as vendor/. Needs npm (Node.js);
+# fails saying so.
 JS_DIR := .cache/js
 js-assets: $(JS_DIR)/.done
 $(JS_DIR)/.done: tests/book_js.py
 	$(PYTHON) tests/book_js.py
+
+# The model that chapter 13's live block runs in the reader's browser (attnbook.live): the dates
+# Transformer that the package ships (attnbook.pretrained, trained with the command line's
+# defaults: python -m attnbook.pretrained retrain dates-transformer), written as ONNX with its
+# attention and a JSON sidecar into .cache/live/site/live/ (git-ignored), which _config.yml
+# copies into the built book as live/. The same weights give the same file on any machine; the
+# page checks that the file holds the weights its stored example came from.
+LIVE_DIR   := .cache/live/site
+LIVE_MODEL := $(LIVE_DIR)/live/dates-transformer.onnx
+live-model: $(LIVE_MODEL)
+$(LIVE_MODEL): src/attnbook/pretrained/weights/dates-transformer.pt \
+		src/attnbook/pretrained/records.json src/attnbook/live.py src/attnbook/export.py | $(STAMP)
+	$(PY) -m attnbook.live --pretrained dates-transformer --out $(LIVE_DIR)
 
 ## make notebooks: re-execute every chapter in place, each in a fresh kernel, saving widget state;
 ## two runs on one machine write the same files (NB=book/11_masking.ipynb runs one chapter)

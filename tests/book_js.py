@@ -1,11 +1,11 @@
 """The JavaScript the built book's pages load, served from the book itself (no CDN).
 
-MathJax, RequireJS and the ipywidgets HTML manager come from pinned npm packages: `npm pack`
-fetches each tarball from the npm registry, its sha256 must equal the one recorded below, and
-the files the pages need are unpacked into a folder that `_config.yml` hands to Sphinx as
-`html_extra_path` (so the book's HTML gets a `vendor/` folder, and no page links a script it
-does not use; a folder in `html_static_path` would have every .js in it linked into every
-page by Jupyter Book). The tarballs are cached in .cache/js (git-ignored); the repository
+MathJax, RequireJS, the ipywidgets HTML manager and onnxruntime-web (which runs chapter 13's
+live block) come from pinned npm packages: `npm pack` fetches each tarball from the npm
+registry, its sha256 must equal the one recorded below, and the files the pages need are
+unpacked into a folder that `_config.yml` hands to Sphinx as `html_extra_path` (so the book's
+HTML gets a `vendor/` folder, and no page links a script it does not use; a folder in
+`html_static_path` would have every .js in it linked into every page by Jupyter Book). The tarballs are cached in .cache/js (git-ignored); the repository
 holds none of these files.
 
 `make book` (and `make js-assets`) runs: python tests/book_js.py
@@ -59,6 +59,20 @@ PACKAGES = [
             "es5/a11y/",
             "es5/sre/",
             "es5/adaptors/",
+        ],
+    ),
+    (
+        "onnxruntime-web",
+        "1.30.0",
+        "d2228df7e4616bc3348bf504ee888f3bec43789a273f0a63f3e68d203ce3bf71",
+        "onnxruntime-web@1.30.0",
+        # what chapter 13's live block loads when the reader asks (attnbook/live.js): the
+        # WebAssembly build's ES module, its loader and the SIMD binary (one thread: it needs
+        # no cross-origin isolation). 14 MB, 3.7 MB gzipped; not the WebGPU/JSEP builds.
+        [
+            "dist/ort.wasm.min.mjs",
+            "dist/ort-wasm-simd-threaded.mjs",
+            "dist/ort-wasm-simd-threaded.wasm",
         ],
     ),
 ]

@@ -202,3 +202,96 @@ def test_bleu_reads_chinese_one_character_a_token():
     assert corpus_bleu(ref, ref, tokenize="zh") == pytest.approx(100)
     with pytest.raises(ValueError, match="tokenize must be one of"):
         corpus_bleu(hyp, ref, tokenize="klingon")
+
+
+# Field labels read by hand, character by character, for one date in every language and style
+# (W weekday, D day, M month, Y year, · pattern): the labels alignment accuracy scores against.
+HAND_CHECKED = {
+    ("en_US", "full"): "Friday, December 31, 1999\nWWWWWW··MMMMMMMM·DD··YYYY",
+    ("en_US", "short"): "12/31/99\nMM·DD·YY",
+    ("zh_CN", "full"): "1999年12月31日星期五\nYYYY· MM· DD· W W W ",
+    ("zh_CN", "short"): "1999/12/31\nYYYY·MM·DD",
+    ("de_DE", "full"): "Freitag, 31. Dezember 1999\nWWWWWWW··DD··MMMMMMMM·YYYY",
+    ("de_DE", "medium"): "31.12.1999\nDD·MM·YYYY",
+    ("ru_RU", "full"): "пятница, 31 декабря 1999\u202fг.\nWWWWWWW··DD·MMMMMMM·YYYY···",
+    ("ru_RU", "medium"): "31 дек. 1999\u202fг.\nDD·MMMM·YYYY···",
+    ("fr_FR", "full"): "vendredi 31 décembre 1999\nWWWWWWWW·DD·MMMMMMMM·YYYY",
+    ("ja_JP", "full"): "1999年12月31日金曜日\nYYYY· MM· DD· W W W ",
+}
+
+
+@pytest.mark.parametrize("locale,style", sorted(HAND_CHECKED))
+def test_the_field_labels_are_right_on_hand_checked_examples(locale, style):
+    from attnbook.languages import field_marks
+
+    assert (
+        field_marks(format_date(datetime.date(1999, 12, 31), locale, style))
+        == (HAND_CHECKED[locale, style])
+    )
+
+
+def test_the_english_spellings_labels_are_right_by_hand():
+    from attnbook.languages import field_marks
+
+    s = human_english(datetime.date(1999, 12, 31), "the {o} of {M}, {y}", weekday=True)
+    assert field_marks(s) == (
+        "Friday, the 31st of December, 1999\nWWWWWW······DDDD····MMMMMMMM··YYYY"
+    )
+    with pytest.raises(TypeError, match="spelled must be a Spelled"):
+        field_marks("Friday")
+
+
+def test_no_date_is_in_two_splits_of_a_full_size_task():
+    """The size the chapter and the shipped models use: 20,000 training dates, 500 + 500."""
+    task = make_dates_between("en_US", "ru_RU", 20000, 500, 500, seed=0)
+
+    def dates(split):
+        out = set()
+        for _, t in split:
+            f = task.fields[t]
+            out.add(tuple("".join(c for c, x in zip(t, f, strict=True) if x == n) for n in FIELDS))
+        return {d[1:] for d in out}  # day, month, year
+
+    train, val, test = dates(task.train), dates(task.val), dates(task.test)
+    assert len(train) == 20000 and len(val) == len(test) == 500
+    assert not (train & val or train & test or val & test)
+
+
+def test_cross_attention_and_alignment_scores_of_a_model():
+    from attnbook import Seq2Seq, Transformer
+    from attnbook.languages import alignment_scores, cross_attention
+
+    task = make_dates_between("en_US", "de_DE", 40, 0, 6, seed=2)
+    torch.manual_seed(0)
+    models = {
+        "transformer": Transformer(
+            len(task.src_vocab), len(task.tgt_vocab), d_model=16, n_heads=2, n_layers=2, d_ff=32
+        ),  # fmt: skip
+        "rnn-attention": Seq2Seq(
+            len(task.src_vocab), len(task.tgt_vocab), 8, 16, attention="additive"
+        ),
+    }
+    for name, model in models.items():
+        model.train()
+        maps = cross_attention(model, task, task.test)
+        assert model.training  # its mode is restored
+        layers, heads = (2, 2) if name == "transformer" else (1, 1)
+        for w, (s, t) in zip(maps, task.test, strict=True):
+            assert w.shape == (layers, heads, len(t) + 1, len(s))
+            assert torch.allclose(w.sum(-1), torch.ones(()), atol=1e-5)  # no weight on padding
+        scores = alignment_scores(model, task, task.test)
+        assert scores["per_head"].shape == (layers, heads)
+        assert scores["heads_averaged"].shape == (layers,)
+        assert set(scores["per_field"]) <= set(FIELDS) and "year" in scores["per_field"]
+        assert all(
+            0 <= float(v.min()) and float(v.max()) <= 1 for v in scores["per_field"].values()
+        )
+        by_hand = [
+            alignment_accuracy(m[-1].mean(0), task.fields[a], task.fields[b])
+            for m, (a, b) in zip(maps, task.test, strict=True)
+        ]
+        assert float(scores["heads_averaged"][-1]) == pytest.approx(sum(by_hand) / len(by_hand))
+        assert 0 < float(scores["heads_averaged"][0]) < 1
+    fixed = Seq2Seq(len(task.src_vocab), len(task.tgt_vocab), 8, 16, attention=None)
+    with pytest.raises(ValueError, match="no attention"):
+        cross_attention(fixed, task, task.test)

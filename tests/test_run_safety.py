@@ -18,7 +18,7 @@ import pytest
 import torch
 
 import attnbook.train as train_module
-from attnbook.cli import RUN_FILES, main
+from attnbook.cli import RUN_FILES, TRAIN_DEFAULTS, main
 from attnbook.data import load_tsv, make_task
 from attnbook.train import (
     NonFiniteLossError,
@@ -683,7 +683,7 @@ def test_extending_a_run_says_how_the_schedule_changes(run_copy, capsys):
     assert "resuming" in err and "at step 20" in err
     for change in (
         "--steps 20 -> 30",
-        "--lr 0.003 -> 0.001",
+        f"--lr {TRAIN_DEFAULTS['lr']} -> 0.001",  # the run was made with the default
         "total steps 20 -> 30",
         "learning rate of step 21",
     ):

@@ -6,6 +6,8 @@ One concept per module:
 - :mod:`attnbook.rnn`: the RNN encoder, the fixed-context and attention decoders, ``Seq2Seq``
 - :mod:`attnbook.data`: vocabularies, the synthetic tasks, your own TSV corpus, batching
 - :mod:`attnbook.languages`: dates between real languages (CLDR), with their alignment
+- :mod:`attnbook.pretrained`: small trained models shipped in the package, with the command
+  that trains each (``python -m attnbook.pretrained retrain NAME``)
 - :mod:`attnbook.train`: the trainer (AMP, schedules, checkpoints, DDP) and its losses
 - :mod:`attnbook.runs`: a training run in a run folder (refused, resumed, written atomically),
   and evaluating, decoding and exporting it, from Python (``attnbook.runs.train_run``)

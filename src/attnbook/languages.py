@@ -20,6 +20,7 @@ import datetime
 import json
 import random
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -45,6 +46,9 @@ __all__ = [
     "DatesBetween",
     "Spelled",
     "alignment_accuracy",
+    "alignment_scores",
+    "cross_attention",
+    "field_marks",
     "format_date",
     "human_english",
     "make_dates_between",
@@ -311,3 +315,80 @@ def alignment_accuracy(
     if not shares:
         raise ValueError("no target character has a field that the source also shows")
     return sum(shares) / len(shares)
+
+
+_MARKS = {"weekday": "W", "day": "D", "month": "M", "year": "Y", "": "·"}
+
+
+def field_marks(spelled: Spelled) -> str:
+    """``spelled`` over a line that marks the field of each character (``W`` weekday, ``D``
+    day, ``M`` month, ``Y`` year, ``·`` pattern), aligned in a monospace font (a wide
+    character, such as a Chinese one, gets a mark and a space)."""
+    if not isinstance(spelled, Spelled):
+        raise TypeError(f"spelled must be a Spelled (format_date's), got {type(spelled).__name__}")
+    marks = "".join(
+        _MARKS[f] + (" " if unicodedata.east_asian_width(c) in "WF" else "")
+        for c, f in zip(spelled.text, spelled.fields, strict=True)
+    )
+    return f"{spelled.text}\n{marks}"
+
+
+@torch.no_grad()
+def cross_attention(model, task: DatesBetween, pairs) -> list[torch.Tensor]:
+    """The cross-attention of ``model`` on each ``(source, target)`` of ``pairs`` under
+    teacher forcing: one tensor ``(layers, heads, T + 1, S)`` per pair, row ``t`` the query
+    that predicts target character ``t`` (the last row predicts ``<eos>``), column ``j``
+    source character ``j``, padding cut off. An RNN with attention has one layer and one
+    head; the fixed-context RNN has no attention (an error says so)."""
+    from .data import Seq2SeqDataset, collate
+
+    if getattr(model, "attention", "") is None:
+        raise ValueError("model has no attention to read (a fixed-context RNN)")
+    pairs = list(pairs)
+    if not pairs:
+        raise ValueError("pairs must hold at least one (source, target) pair")
+    batch = collate(list(Seq2SeqDataset(pairs, task.src_vocab, task.tgt_vocab)))
+    was = model.training
+    model.eval()
+    try:
+        _, attention = model(batch.src, batch.tgt_in, return_attention=True)
+    finally:
+        model.train(was)
+    cross = torch.stack(attention["cross"], dim=1)  # (B, layers, heads, T, S)
+    return [
+        cross[i, :, :, : len(task.tgt_vocab.tokenize(t)) + 1, : len(task.src_vocab.tokenize(s))]
+        for i, (s, t) in enumerate(pairs)
+    ]
+
+
+def alignment_scores(model, task: DatesBetween, pairs) -> dict:
+    """Mean :func:`alignment_accuracy` of ``model`` over ``pairs``: ``"per_head"``
+    ``(layers, heads)``, each head alone; ``"heads_averaged"`` ``(layers,)``, the average of a
+    layer's heads (what the layer's output mixes, taken as one map); and ``"per_field"``,
+    for each of :data:`FIELDS`, the heads-averaged share ``(layers,)`` over the target
+    characters that field wrote (pooled over the pairs)."""
+    maps = cross_attention(model, task, pairs)
+    layers, heads = maps[0].shape[:2]
+    per_head = torch.zeros(layers, heads, dtype=torch.float64)
+    field_sum = {name: torch.zeros(layers, dtype=torch.float64) for name in FIELDS}
+    field_n = dict.fromkeys(FIELDS, 0)
+    for w, (s, t) in zip(maps, pairs, strict=True):
+        fs, ft = task.fields[s], task.fields[t]
+        on = torch.tensor([[bool(b) and a == b for a in fs] for b in ft], dtype=w.dtype)  # (T, S)
+        rows = on.any(-1)  # the target characters whose field the source shows
+        if not bool(rows.any()):
+            raise ValueError(f"no target character of {t!r} has a field that {s!r} shows")
+        share = (w[:, :, : len(ft)] * on).sum(-1)[..., rows].double()  # (layers, heads, rows)
+        per_head += share.mean(-1)
+        averaged = share.mean(1)  # (layers, rows)
+        names = [f for f, r in zip(ft, rows.tolist(), strict=True) if r]
+        for name in set(names):
+            pick = torch.tensor([n == name for n in names])
+            field_sum[name] += averaged[:, pick].sum(-1)
+            field_n[name] += int(pick.sum())
+    per_head /= len(maps)
+    return {
+        "per_head": per_head,
+        "heads_averaged": per_head.mean(-1),
+        "per_field": {n: field_sum[n] / field_n[n] for n in FIELDS if field_n[n]},
+    }

@@ -7,6 +7,7 @@ saved widget view; then:
 - every math element (inline and display math in the prose, LaTeX that a cell printed) holds
   MathJax's rendering, and the text a reader sees (code left out) has no TeX delimiter left;
 - every saved widget view is drawn, visible and without an error message;
+- chapter 13's live block shows its example (its script ran, with no runtime loaded);
 - no page asked for anything off this machine.
 """
 
@@ -61,8 +62,10 @@ CHECK = r"""
               visible: r.width > 0 && r.height > 0,
               error: box ? /error/i.test(box.innerText) : false};
     });
+  const live = [...document.querySelectorAll('.attnbook-live')]
+    .map(e => e.dataset.state || 'not drawn');
   return {math: math.length, typeset: article.querySelectorAll('mjx-container').length,
-          raw, delimiters, views};
+          raw, delimiters, views, live};
 }
 """
 
@@ -127,3 +130,10 @@ def test_every_explorer_renders_with_no_network(checked):
     assert not problems, "widget views not drawn, hidden or showing an error:\n" + "\n".join(
         problems
     )
+
+
+def test_the_live_block_shows_its_example_with_no_network(checked):
+    live = {name: r["live"] for name, r in checked.items() if r["live"]}
+    assert "book/13_transformer.html" in live, f"live blocks found only on {sorted(live)}"
+    problems = {name: states for name, states in live.items() if set(states) != {"example"}}
+    assert not problems, f"live blocks not showing their example: {problems}"

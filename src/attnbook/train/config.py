@@ -25,7 +25,7 @@ OPTIMIZERS = ("adamw", "adam")
 SCHEDULES = ("noam", "constant", "cosine")
 # the length of a run given neither steps, epochs nor max_seconds (the command line: neither
 # --steps nor --epochs)
-DEFAULT_STEPS = 2000
+DEFAULT_STEPS = 1250
 
 
 # --------------------------------------------------------------------------------------------
@@ -55,8 +55,8 @@ class TrainConfig:
     Each field is declared with :func:`attnbook._options.option`, which holds its help: the
     command line's ``train`` options are made from these fields, so the two cannot disagree.
     The defaults are those that train fastest on a 2-core CPU at the book's sizes
-    (``benchmarks/results/train_speed.md``): a cosine schedule, peak ``lr`` 3e-3 after 100
-    warm-up steps.
+    (``benchmarks/results/train_speed.md``): a cosine schedule, peak ``lr`` 5e-3 after 100
+    warm-up steps, over :data:`DEFAULT_STEPS` steps.
     """
 
     # the length of the run
@@ -94,7 +94,7 @@ class TrainConfig:
     )
     optimizer: str = option("adamw", "optimiser", choices=OPTIMIZERS, group="optimisation")
     lr: float = option(
-        3e-3, "peak learning rate of constant/cosine", type=positive_float, group="optimisation"
+        5e-3, "peak learning rate of constant/cosine", type=positive_float, group="optimisation"
     )
     schedule: str = option(
         "cosine",
