@@ -15,8 +15,11 @@
 Set ``ATTNBOOK_ROOT`` to check another checkout's book with this file.
 """
 
+import importlib
+import inspect
 import json
 import os
+import pkgutil
 import re
 import sys
 from pathlib import Path
@@ -177,26 +180,64 @@ def shown_names() -> set[str]:
     return names
 
 
-def transformer_code_path() -> set[str]:
-    """Qualified names of the package functions a Transformer runs to train and to decode."""
+def resolve(name: str):
+    """The object a listing's header names (``attnbook.transformer.Transformer.forward``), found
+    through its module, or None. A header recorded before a module became a package still
+    names the object: the package re-exports it."""
+    parts = name.split(".")
+    for k in range(len(parts), 1, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:k]))
+        except ImportError:
+            continue
+        for attr in parts[k:]:
+            obj = inspect.getattr_static(obj, attr, None)
+            if isinstance(obj, (staticmethod, classmethod)):
+                obj = obj.__func__
+            obj = obj.fget if isinstance(obj, property) else obj
+        return inspect.unwrap(obj) if obj is not None else None
+    return None
+
+
+def shown_code() -> set:
+    """The code objects of what the chapters print: each function shown, and every method of a
+    class shown whole."""
+    found = set()
+    for name in shown_names():
+        obj = resolve(name)
+        members = vars(obj).values() if inspect.isclass(obj) else [obj]
+        for member in members:
+            if isinstance(member, (staticmethod, classmethod)):
+                member = member.__func__
+            member = inspect.unwrap(member) if callable(member) else member
+            if inspect.isfunction(member):
+                found.add(member.__code__)
+    return found
+
+
+def transformer_code_path() -> dict:
+    """The package functions a Transformer runs to train and to decode: qualified name -> code."""
     import torch
 
     from attnbook import decode
     from attnbook.transformer import Transformer
 
-    files = {
-        str(Path(__import__(f"attnbook.{m}", fromlist=["x"]).__file__).resolve()): m
-        for m in PATH_MODULES
-    }
-    ran = set()
+    files = {}  # file -> module name, every module of a package included
+    for m in PATH_MODULES:
+        module = importlib.import_module(f"attnbook.{m}")
+        files[str(Path(module.__file__).resolve())] = module.__name__
+        for info in pkgutil.iter_modules(getattr(module, "__path__", []), f"{module.__name__}."):
+            sub = importlib.import_module(info.name)
+            files[str(Path(sub.__file__).resolve())] = sub.__name__
+    ran = {}
 
     def profile(frame, event, arg):
         if event == "call":
             code = frame.f_code
             module = files.get(code.co_filename)
             if module and not code.co_name.startswith(("_check", "<")):
-                if module != "decode" or not code.co_qualname.startswith("_"):
-                    ran.add(f"attnbook.{module}.{code.co_qualname}")  # decode: public only
+                if module != "attnbook.decode" or not code.co_qualname.startswith("_"):
+                    ran[f"{module}.{code.co_qualname}"] = code  # decode: public only
 
     torch.manual_seed(0)
     src = torch.tensor([[5, 6, 7, 2, 0], [8, 9, 2, 0, 0]])
@@ -213,21 +254,15 @@ def transformer_code_path() -> set[str]:
             decode.beam_search(model, src[:1], bos_id=1, eos_id=2, beam_size=3, max_len=6)
     finally:
         sys.setprofile(None)
-    return {name for name in ran if "<locals>" not in name}
-
-
-def covered(name: str, shown: set[str]) -> bool:
-    """Shown itself, or inside a class (or function) that a chapter shows whole."""
-    parts = name.split(".")
-    return any(".".join(parts[:k]) in shown for k in range(3, len(parts) + 1))
+    return {name: code for name, code in ran.items() if "<locals>" not in name}
 
 
 def test_every_function_on_the_transformers_code_path_is_shown_in_a_chapter():
     path = transformer_code_path()
-    assert "attnbook.transformer.Transformer.forward" in path  # the profile saw the model run
-    assert "attnbook.transformer.Transformer.reorder_state" in path  # and beam search
-    shown = shown_names()
-    missing = sorted(n for n in path if not covered(n, shown))
+    assert "attnbook.transformer.model.Transformer.forward" in path  # the profile saw the model run
+    assert "attnbook.transformer.model.Transformer.reorder_state" in path  # and beam search
+    shown = shown_code()
+    missing = sorted(name for name, code in path.items() if code not in shown)
     assert not missing, (
         "the Transformer runs these package functions, but no chapter prints them with "
         "show_source:\n" + "\n".join(missing)

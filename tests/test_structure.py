@@ -1,10 +1,9 @@
 """The package reads like its design (issue 27): short modules, and no two that import each other.
 
 A module longer than ``LIMIT`` lines must say why in its docstring ("Why one long file: ..."),
-for a file the book prints whole and that reads better whole. Modules already over the limit
-when this test was written are listed in ``PENDING`` with a ceiling: each may not grow past it
-until it is split, and raising a ceiling takes a commit that says why (the split of cli.py and
-data.py into packages, issue 27, is what removes them).
+for a file the book prints whole and that reads better whole. No module is excused otherwise:
+the five that were long when this test was written (transformer, attention, rnn, viz,
+widgets) are packages of short modules now.
 """
 
 import ast
@@ -18,15 +17,6 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py"))
 LIMIT = 500
 REASON = "Why one long file:"
 
-# Over the limit before the split into packages; to be split like diagrams/ was (issue 27).
-PENDING = {
-    "transformer.py": 965,  # 782, + the layers' argument checks, attached after the classes
-    "attention.py": 792,  # 697, + argument checks (issue 26)
-    "widgets.py": 612,
-    "rnn.py": 654,  # 602, + argument checks (issue 26)
-    "viz.py": 586,
-}
-
 
 def name_of(path: Path) -> str:
     return path.relative_to(PACKAGE).as_posix()
@@ -36,22 +26,31 @@ def lines(path: Path) -> int:
     return len(path.read_text(encoding="utf-8").splitlines())
 
 
+def too_long(path: Path) -> str | None:
+    """Why ``path`` breaks the size rule, or None when it keeps it."""
+    n = lines(path)
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    if n > LIMIT and REASON not in doc:
+        return f"{path.name} has {n} lines (> {LIMIT}) and no {REASON!r} in its docstring"
+    return None
+
+
 @pytest.mark.parametrize("path", MODULES, ids=name_of)
 def test_a_module_is_short_or_says_why_it_is_long(path):
-    n, name = lines(path), name_of(path)
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    if name in PENDING:
-        assert n <= PENDING[name], f"{name} grew to {n} lines (was {PENDING[name]}): split it"
-    elif n > LIMIT:
-        assert REASON in doc, f"{name} has {n} lines (> {LIMIT}) and no {REASON!r} in its docstring"
+    problem = too_long(path)
+    assert problem is None, f"{name_of(path)}: {problem}: split it"
 
 
-def test_pending_lists_only_long_modules_that_exist():
-    for name, was in PENDING.items():
-        path = PACKAGE / name
-        assert path.exists(), f"{name} is gone: remove it from PENDING"
-        assert lines(path) > LIMIT, f"{name} is now short ({lines(path)} lines): remove it"
-        assert lines(path) <= was
+def test_the_size_rule_refuses_a_long_module_unless_its_docstring_says_why(tmp_path):
+    body = "x = 1\n" * LIMIT
+    long = tmp_path / "long.py"
+    long.write_text(f'"""A module."""\n{body}', encoding="utf-8")
+    assert "has 501 lines" in too_long(long)
+    long.write_text(f'"""A module.\n\n{REASON} the book prints it whole."""\n{body}', "utf-8")
+    assert too_long(long) is None
+    short = tmp_path / "short.py"
+    short.write_text('"""A module."""\n' + "x = 1\n" * (LIMIT - 1), encoding="utf-8")
+    assert too_long(short) is None
 
 
 def imports_of(path: Path) -> set[str]:

@@ -104,19 +104,21 @@ def test_show_source_is_the_real_code_of_a_function_method_and_class():
 
     src = show_source(scaled_dot_product_attention)
     assert src.code == inspect.getsource(scaled_dot_product_attention)
-    assert src.path == "attnbook/attention.py"
+    assert src.path == "attnbook/attention/functional.py"
     md = src._repr_markdown_()
     assert md.startswith(
-        "`attnbook.attention.scaled_dot_product_attention` in `src/attnbook/attention.py`:"
+        "`attnbook.attention.functional.scaled_dot_product_attention` in "
+        "`src/attnbook/attention/functional.py`:"
     )
     assert "```python\n@checked(_check_sdpa)\ndef scaled_dot_product_attention(" in md  # its check
     assert md.rstrip().endswith("```")
     method = show_source(MultiHeadAttention.forward)
     assert method.code.startswith("@checked(_check_forward)\ndef forward(\n    self,")  # dedented
-    assert method.name == "attnbook.attention.MultiHeadAttention.forward"
+    assert method.name == "attnbook.attention.multihead.MultiHeadAttention.forward"
     assert show_source(MultiHeadAttention).code.startswith("class MultiHeadAttention(")
     assert repr(method).splitlines()[0] == (
-        "# attnbook.attention.MultiHeadAttention.forward (src/attnbook/attention.py)"
+        "# attnbook.attention.multihead.MultiHeadAttention.forward "
+        "(src/attnbook/attention/multihead.py)"
     )
 
 

@@ -48,7 +48,7 @@ def drawn_text_px(monkeypatch):
         seen.append(viz.smallest_text_px(fig, dpi))
         return render(fig, dpi=dpi, close=close)
 
-    monkeypatch.setattr(viz, "figure_to_png", spy)
+    monkeypatch.setattr(viz.views, "figure_to_png", spy)  # where view_png finds it
     return seen
 
 
@@ -138,7 +138,7 @@ def test_chinese_labels_are_drawn_with_the_shipped_font_without_missing_glyphs()
 
 
 def test_the_font_has_every_chinese_character_the_book_uses():
-    font = TTFont(Path(viz.__file__).with_name("fonts") / "NotoSansSC-attnbook.otf")
+    font = TTFont(Path(viz.__file__).parent.with_name("fonts") / "NotoSansSC-attnbook.otf")
     cmap = font.getBestCmap()
     used = {
         c
@@ -147,4 +147,6 @@ def test_the_font_has_every_chinese_character_the_book_uses():
     }
     missing = sorted(c for c in used if ord(c) not in cmap)
     assert not missing, f"run tests/make_cjk_font.py: the font lacks {''.join(missing)}"
-    assert (Path(viz.__file__).with_name("fonts") / "OFL.txt").exists()  # its license ships too
+    assert (
+        Path(viz.__file__).parent.with_name("fonts") / "OFL.txt"
+    ).exists()  # its license ships too

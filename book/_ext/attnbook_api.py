@@ -6,11 +6,28 @@ so a new public name without documentation fails the book build.
 """
 
 import inspect
+import sys
 
 from sphinx.util import logging
 
 logger = logging.getLogger(__name__)
 API_DOC = "book/api"
+
+
+def homes(obj, name: str) -> list[str]:
+    """The modules a reader may find ``obj`` under: the one that defines it
+    (``attnbook.transformer.model``) and each package above it that re-exports it under ``name``
+    (``attnbook.transformer``, where the chapters import it from)."""
+    module = getattr(obj, "__module__", None) if callable(obj) else None
+    if not module:
+        return []
+    parts = module.split(".")
+    found = []
+    for k in range(2, len(parts) + 1):
+        home = ".".join(parts[:k])
+        if getattr(sys.modules.get(home), name, None) is obj:
+            found.append(home)
+    return found
 
 
 def check_api(app, env):
@@ -23,11 +40,11 @@ def check_api(app, env):
     }
     for name in attnbook.__all__:
         obj = getattr(attnbook, name)
-        # documented where it is defined: attnbook.attention.MultiHeadAttention
-        module = getattr(obj, "__module__", None) if callable(obj) else None
-        where = {f"attnbook.{name}", f"{module}.{name}"} | {
-            n for n in documented if n.rsplit(".", 1)[-1] == name and not callable(obj)
-        }
+        where = (
+            {f"attnbook.{name}"}
+            | {f"{home}.{name}" for home in homes(obj, name)}
+            | {n for n in documented if n.rsplit(".", 1)[-1] == name and not callable(obj)}
+        )
         if not where & documented:
             logger.warning(f"attnbook.{name} is public but not on the API page ({API_DOC}.md)")
         doc = inspect.getdoc(obj) if callable(obj) else None

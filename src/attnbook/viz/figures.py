@@ -1,85 +1,27 @@
-"""Pictures and matrix renderings shared by every chapter (matplotlib, LaTeX, HTML).
-
-No chapter writes its own plotting helper: heatmaps of attention weights with token labels,
-the per-step picture of the three attention steps, and matrices rendered as LaTeX (for the
-prose, typeset by MathJax) or as HTML tables (for widgets, which MathJax does not reach).
+"""The book's figures: attention heatmaps with token labels, the three attention steps of one
+decoder step, grids of heads and layers, the positional encoding, the attention types side by
+side, and the bottleneck's accuracy against length.
 """
 
 from __future__ import annotations
 
-import html
-import io
-from collections.abc import Iterable, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
-from matplotlib import font_manager
-from matplotlib.text import Text
+
+from .base import _check_2d, to_numpy
 
 __all__ = [
-    "to_numpy",
     "heatmap",
     "attention_step_figure",
-    "matrix_to_latex",
-    "matrix_to_html",
-    "figure_to_png",
-    "view_png",
-    "use_cjk_font",
-    "CJK_FONT",
-    "VIEW_WIDTH",
-    "VIEW_TEXT_PX",
-    "view_dpi",
-    "smallest_text_px",
-    "bottleneck_figure",
-    "token_weights_html",
-    "Cells",
     "attention_grid",
-    "attention_types_figure",
     "positional_encoding_figure",
+    "attention_types_figure",
     "BOTTLENECK_MODELS",
     "BOTTLENECK_METRICS",
+    "bottleneck_figure",
 ]
-
-Cells = Iterable[tuple[int, int]]
-
-# A subset of Noto Sans CJK SC (SIL Open Font License, attnbook/fonts/OFL.txt): the 3,755 common
-# characters of GB 2312 and every one the book uses (tests/make_cjk_font.py writes it).
-CJK_FONT = "Noto Sans CJK SC"
-_CJK_FONT_FILE = Path(__file__).with_name("fonts") / "NotoSansSC-attnbook.otf"
-
-
-def use_cjk_font() -> None:
-    """Let every figure draw Chinese labels (猫, 学生) instead of empty boxes.
-
-    matplotlib's default font, DejaVu Sans, has no Chinese glyphs. This registers the CJK font
-    the package ships and puts it after the default family, so Latin text looks as before and
-    a character DejaVu Sans lacks is taken from the CJK font. Importing :mod:`attnbook.viz`
-    calls it; calling it again changes nothing.
-    """
-    if not any(f.fname == str(_CJK_FONT_FILE) for f in font_manager.fontManager.ttflist):
-        font_manager.fontManager.addfont(str(_CJK_FONT_FILE))
-    family = plt.rcParams["font.family"]
-    family = [family] if isinstance(family, str) else list(family)
-    if CJK_FONT not in family:
-        plt.rcParams["font.family"] = [*family, CJK_FONT]
-
-
-use_cjk_font()
-
-
-def to_numpy(x) -> np.ndarray:
-    """A tensor, array or nested list as a float NumPy array (detached, on the CPU)."""
-    if isinstance(x, torch.Tensor):
-        x = x.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(x, dtype=float)
-
-
-def _check_2d(name: str, m: np.ndarray) -> np.ndarray:
-    if m.ndim != 2:
-        raise ValueError(f"{name} must be a 2-D matrix, got shape {m.shape}")
-    return m
 
 
 def heatmap(
@@ -198,149 +140,6 @@ def attention_step_figure(
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def _fmt(v: float, digits: int) -> str:
-    if abs(v) < 0.5 * 10.0 ** (-digits):
-        v = 0.0
-    text = f"{v:.{digits}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-def matrix_to_latex(
-    m, digits: int = 3, *, name: str | None = None, highlight: Cells = (), color: str = "#d62728"
-) -> str:
-    r"""A matrix as a LaTeX ``bmatrix`` for MathJax, e.g. ``Q = \begin{bmatrix}...``.
-
-    Values are rounded to ``digits`` decimals (trailing zeros dropped). Cells listed in
-    ``highlight`` as ``(row, col)`` are coloured and bold.
-    """
-    a = _check_2d("m", to_numpy(m))
-    marked = set(highlight)
-    rows = []
-    for i in range(a.shape[0]):
-        cells = []
-        for j in range(a.shape[1]):
-            v = _fmt(a[i, j], digits)
-            cells.append(rf"\color{{{color}}}{{\mathbf{{{v}}}}}" if (i, j) in marked else v)
-        rows.append(" & ".join(cells))
-    body = r" \\ ".join(rows)
-    prefix = f"{name} = " if name else ""
-    return prefix + r"\begin{bmatrix} " + body + r" \end{bmatrix}"
-
-
-def matrix_to_html(
-    m,
-    digits: int = 3,
-    *,
-    title: str | None = None,
-    highlight: Cells = (),
-    row_labels: Sequence[str] | None = None,
-    col_labels: Sequence[str] | None = None,
-    color: str = "#ffd27f",
-) -> str:
-    """A matrix as a small HTML table (for widgets: MathJax does not typeset inside them).
-
-    Cells in ``highlight`` get a coloured background.
-    """
-    a = _check_2d("m", to_numpy(m))
-    marked = set(highlight)
-    cell = "padding:2px 6px;text-align:right;font-family:monospace;border:1px solid #ddd;"
-    head = "padding:2px 6px;color:#666;font-size:85%;"
-    out = [
-        '<table style="border-collapse:collapse;display:inline-table;margin:4px 10px '
-        '4px 0;vertical-align:top;">'
-    ]
-    if title:
-        out.append(
-            f'<caption style="caption-side:top;font-weight:bold;text-align:left;">'
-            f"{html.escape(title)}</caption>"
-        )
-    if col_labels is not None:
-        out.append(
-            "<tr>"
-            + ("<th></th>" if row_labels is not None else "")
-            + "".join(f'<th style="{head}">{html.escape(str(c))}</th>' for c in col_labels)
-            + "</tr>"
-        )
-    for i in range(a.shape[0]):
-        row = "<tr>"
-        if row_labels is not None:
-            row += f'<th style="{head}">{html.escape(str(row_labels[i]))}</th>'
-        for j in range(a.shape[1]):
-            bg = f"background:{color};font-weight:bold;" if (i, j) in marked else ""
-            row += f'<td style="{cell}{bg}">{_fmt(a[i, j], digits)}</td>'
-        out.append(row + "</tr>")
-    out.append("</table>")
-    return "".join(out)
-
-
-def figure_to_png(fig, dpi: int = 80, close: bool = True) -> bytes:
-    """Render a matplotlib figure to PNG bytes (small by default, for embedded widget views)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
-    if close:
-        plt.close(fig)
-    return buf.getvalue()
-
-
-# An explorer's picture is drawn this many pixels wide: the book's text column is 768 px at a
-# 1280 px window, so a view fills most of it and stays legible (the issue asks for >= 600 px).
-VIEW_WIDTH = 720
-
-
-def view_dpi(fig, width: int = VIEW_WIDTH) -> float:
-    """The resolution at which ``fig``, cropped tight as :func:`view_png` crops it, is ``width``
-    pixels wide."""
-    # get_tightbbox lays the text out itself (ticks, titles, aspect): no draw is needed to
-    # measure, and skipping it saves a quarter of an explorer's rendering. A layout engine
-    # (constrained layout, figure.autolayout) only moves the axes when the figure is drawn,
-    # so such a figure is drawn first, with the pixels skipped.
-    if fig.get_layout_engine() is not None:
-        fig.draw_without_rendering()
-    inches = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1).width
-    return width / inches
-
-
-def smallest_text_px(fig, dpi: float) -> float:
-    """The size in pixels of the smallest visible text of ``fig`` drawn at ``dpi``."""
-    sizes = [
-        t.get_fontsize()
-        for t in fig.findobj(Text)
-        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None
-    ]
-    return min(sizes, default=float("inf")) * dpi / 72
-
-
-# The smallest text of an explorer's picture is drawn this many pixels high, give or take: the
-# page's own text is 16 px, and a label under 11 px is hard to read.
-VIEW_TEXT_PX = (11.0, 15.0)
-
-
-def view_png(fig, width: int = VIEW_WIDTH, close: bool = True) -> bytes:
-    """Render ``fig`` to a PNG ``width`` pixels wide (give or take a pixel), for an explorer.
-
-    The resolution is chosen from the figure's size, so every explorer's views come out as
-    wide as the column whatever ``figsize`` drew them. Where that would draw the smallest label
-    under 11 px (a wide figure) or over 15 px (a small one), every text is scaled by the same
-    factor first and the layout redone, so labels stay readable and in proportion.
-    """
-    if isinstance(width, bool) or not isinstance(width, int) or not 200 <= width <= 2000:
-        raise ValueError(f"width must be an int number of pixels from 200 to 2000, got {width!r}")
-    low, high = VIEW_TEXT_PX
-    dpi = view_dpi(fig, width)
-    for _ in range(4):  # larger labels widen the figure a little, so settle in a few rounds
-        smallest = smallest_text_px(fig, dpi)
-        if smallest == float("inf") or low - 0.25 <= smallest <= high + 0.25:
-            break
-        scale = min(max(smallest, low), high) / smallest
-        for text in fig.findobj(Text):
-            text.set_fontsize(text.get_fontsize() * scale)
-        fig.tight_layout()
-        dpi = view_dpi(fig, width)
-    return figure_to_png(fig, dpi=dpi, close=close)
 
 
 def attention_grid(
@@ -535,57 +334,3 @@ def bottleneck_figure(
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig
-
-
-def token_weights_html(
-    tokens: Sequence[str],
-    weights,
-    scores=None,
-    *,
-    caption: str = "",
-    digits: int = 2,
-    rgb: tuple[int, int, int] = (31, 119, 180),
-) -> str:
-    """One query's attention over a row of tokens, as a small HTML table (for widget views).
-
-    Each token's cell is shaded in proportion to its weight (``weights`` ``(L,)``, in [0, 1]),
-    with the weight written under it, and, if given, the raw alignment score under that.
-    Much smaller and faster than a PNG per view, so an explorer can hold many views. Tokens
-    are HTML-escaped (``<eos>`` shows as such). ``caption`` is HTML, placed above the table.
-    """
-    w = to_numpy(weights).ravel()
-    if len(tokens) != len(w):
-        raise ValueError(
-            f"tokens and weights must have the same length, got {len(tokens)} "
-            f"tokens and weights of shape {to_numpy(weights).shape}"
-        )
-    s = None if scores is None else to_numpy(scores).ravel()
-    if s is not None and len(s) != len(w):
-        raise ValueError(
-            f"scores must have one value per token ({len(w)}), got shape {to_numpy(scores).shape}"
-        )
-    r, g, b = rgb
-    row_tok, row_w, row_s = [], [], []
-    for i, token in enumerate(tokens):
-        a = float(np.clip(w[i], 0.0, 1.0))
-        ink = ";color:#fff" if a > 0.5 else ""
-        row_tok.append(
-            f'<td class="t" style="background:rgba({r},{g},{b},{a:.2f}){ink}">'
-            f"{html.escape(str(token))}</td>"
-        )
-        row_w.append(f'<td class="n">{_fmt(w[i], digits)}</td>')
-        if s is not None:
-            row_s.append(f'<td class="s">{_fmt(s[i], 1)}</td>')
-    rows = [
-        "<tr>" + "".join(row_tok) + "</tr>",
-        "<tr>" + "".join(row_w) + '<td class="s">weight</td></tr>',
-    ]
-    if s is not None:
-        rows.append("<tr>" + "".join(row_s) + '<td class="s">score</td></tr>')
-    head = f"<div>{caption}</div>" if caption else ""
-    style = (
-        "<style>.attnbook-tw{border-collapse:collapse}.attnbook-tw td{padding:1px 3px;"
-        "text-align:center;font-family:monospace}.attnbook-tw .t{font-size:14px}"
-        ".attnbook-tw .n{font-size:9px}.attnbook-tw .s{font-size:9px;color:#777}</style>"
-    )
-    return f'{style}{head}<table class="attnbook-tw">{"".join(rows)}</table>'

@@ -1,0 +1,252 @@
+"""The three steps of attention as functions: score, softmax, weighted sum.
+
+Step 1, the score functions (``dot``, ``scaled_dot``, ``general``, ``additive``); step 2, the
+softmax that gives masked keys exactly zero weight; steps 1-3 together, scaled dot-product
+attention. The modules of :mod:`~attnbook.attention.rnn_era` and
+:mod:`~attnbook.attention.multihead` are built from them.
+
+Shapes: ``H`` heads, ``L_q`` query positions, ``L_k`` key positions, ``d_k`` query/key size,
+``d_v`` value size; ``...`` any batch dimensions.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .._checks import (
+    check_like,
+    check_nonempty,
+    check_probability,
+    check_same_size,
+    check_tensor,
+    checked,
+)
+from .masks import _check_mask
+
+__all__ = [
+    "masked_softmax",
+    "softmax_saturation",
+    "dot_score",
+    "scaled_dot_score",
+    "general_score",
+    "additive_score",
+    "scaled_dot_product_attention",
+]
+
+# --------------------------------------------------------------------------------------------
+# step 2: masked softmax
+# --------------------------------------------------------------------------------------------
+
+
+def _check_masked_softmax(scores, mask=None) -> None:
+    check_tensor("scores", scores, floating=True)
+    if scores.dim() < 1 or scores.shape[-1] == 0:
+        raise ValueError(
+            f"scores must have at least one key (last axis), got shape {tuple(scores.shape)}"
+        )
+    check_nonempty("scores", scores)
+    if mask is not None:
+        if scores.dim() < 2:
+            raise ValueError(
+                "scores must be (..., L_q, L_k) when a mask is given, got shape "
+                f"{tuple(scores.shape)}"
+            )
+        _check_mask(mask, scores.shape, like=scores)
+
+
+@checked(_check_masked_softmax)
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Softmax over the last axis, giving exactly zero weight to masked keys.
+
+    ``scores`` is ``(..., L_q, L_k)``; ``mask`` is boolean, broadcastable to it, True where
+    attention is allowed. A row with no allowed key gets all-zero weights (not NaN), and its
+    gradient stays finite.
+    """
+    if mask is None:
+        return torch.softmax(scores, dim=-1)
+    mask = mask.expand(scores.shape)
+    # Rows where every key is masked would be softmax(-inf, ..., -inf) = NaN. Give them
+    # finite scores (any value works) and zero them after the softmax.
+    no_key = ~mask.any(dim=-1, keepdim=True)
+    filled = scores.masked_fill(~mask, float("-inf")).masked_fill(no_key, 0.0)
+    return torch.softmax(filled, dim=-1).masked_fill(~mask, 0.0)
+
+
+def softmax_saturation(scores: torch.Tensor) -> dict[str, torch.Tensor]:
+    """How saturated the softmax of ``scores`` (..., L_k) is, row by row.
+
+    Returns ``max_weight`` (1 = all weight on one key), ``entropy`` in nats (``log L_k`` =
+    uniform, 0 = one-hot) and ``jacobian_norm``, the Frobenius norm of
+    ``d softmax / d scores = diag(p) - p p^T``: how strongly the weights still respond to the
+    scores. A saturated softmax has a Jacobian near zero, so almost no gradient flows back
+    through it to the queries and keys.
+    """
+    check_tensor("scores", scores, floating=True)
+    p = torch.softmax(scores, dim=-1)
+    entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+    jacobian = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
+    return {
+        "max_weight": p.amax(-1),
+        "entropy": entropy,
+        "jacobian_norm": jacobian.flatten(-2).norm(dim=-1),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# step 1: score functions
+# --------------------------------------------------------------------------------------------
+
+
+def _check_batch_dims(name_a: str, a: torch.Tensor, name_b: str, b: torch.Tensor) -> None:
+    """The leading (batch) dimensions of two (..., L, d) tensors must broadcast."""
+    try:
+        torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"{name_a} and {name_b} must have broadcastable batch dimensions (...), got "
+            f"{name_a} {tuple(a.shape)} and {name_b} {tuple(b.shape)}"
+        ) from None
+
+
+def _check_query_keys(query, keys):
+    check_tensor("query", query, floating=True, shape_hint="(..., L_q, d_q)")
+    check_tensor("keys", keys, floating=True, shape_hint="(..., L_k, d_k)")
+    if query.dim() < 2 or keys.dim() < 2:
+        raise ValueError(
+            f"query and keys must be (..., L, d) with at least 2 dimensions, got "
+            f"query {tuple(query.shape)} and keys {tuple(keys.shape)}"
+        )
+    check_nonempty("query", query, "(..., L_q, d_q)")
+    check_nonempty("keys", keys, "(..., L_k, d_k)")
+    check_like("keys", keys, "query", query)
+    _check_batch_dims("query", query, "keys", keys)
+
+
+def _check_dot(query, keys) -> None:
+    _check_query_keys(query, keys)
+    check_same_size("query", query.shape[-1], "keys", keys.shape[-1], "last dimension (d)")
+
+
+@checked(_check_dot)
+def dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Luong's dot score, ``score(q, k) = q . k``.
+
+    query ``(..., L_q, d)``, keys ``(..., L_k, d)`` -> scores ``(..., L_q, L_k)``.
+    """
+    return query @ keys.transpose(-2, -1)
+
+
+@checked(_check_dot)
+def scaled_dot_score(query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Vaswani's scaled dot score, ``score(q, k) = q . k / sqrt(d_k)``."""
+    return dot_score(query, keys) / math.sqrt(query.shape[-1])
+
+
+def _check_general(query, keys, weight) -> None:
+    _check_query_keys(query, keys)
+    check_tensor("weight", weight, ndim=2, floating=True, shape_hint="(d_q, d_k)")
+    check_like("weight", weight, "query", query)
+    if weight.shape != (query.shape[-1], keys.shape[-1]):
+        raise ValueError(
+            f"weight must have shape (d_q, d_k) = ({query.shape[-1]}, "
+            f"{keys.shape[-1]}), got {tuple(weight.shape)}"
+        )
+
+
+@checked(_check_general)
+def general_score(query: torch.Tensor, keys: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """Luong's general score, ``score(q, k) = q^T W_a k`` with ``W_a`` of shape ``(d_q, d_k)``.
+
+    Unlike the dot score, ``q`` and ``k`` may have different sizes.
+    """
+    return (query @ weight) @ keys.transpose(-2, -1)
+
+
+def _check_additive(query, keys, w_a, v_a) -> None:
+    _check_query_keys(query, keys)
+    d_q, d_k = query.shape[-1], keys.shape[-1]
+    check_tensor("w_a", w_a, ndim=2, floating=True, shape_hint="(d_attn, d_q + d_k)")
+    check_tensor("v_a", v_a, ndim=1, floating=True, shape_hint="(d_attn,)")
+    check_nonempty("w_a", w_a, "(d_attn, d_q + d_k)")
+    check_like("w_a", w_a, "query", query)
+    check_like("v_a", v_a, "query", query)
+    if w_a.shape[1] != d_q + d_k:
+        raise ValueError(
+            f"w_a must have shape (d_attn, d_q + d_k) = (d_attn, {d_q + d_k}), "
+            f"got {tuple(w_a.shape)}"
+        )
+    check_same_size("w_a", w_a.shape[0], "v_a", v_a.shape[0], "attention size (d_attn)")
+
+
+@checked(_check_additive)
+def additive_score(
+    query: torch.Tensor, keys: torch.Tensor, w_a: torch.Tensor, v_a: torch.Tensor
+) -> torch.Tensor:
+    """Bahdanau's additive score, ``score(q, k) = v_a^T tanh(W_a [q; k])``.
+
+    ``w_a`` is ``(d_attn, d_q + d_k)`` and ``v_a`` is ``(d_attn,)``. The concatenation is never
+    built: ``W_a [q; k] = W_a[:, :d_q] q + W_a[:, d_q:] k``, so the query part is computed
+    once per query and the key part once per key, then broadcast to every (query, key) pair.
+    """
+    d_q = query.shape[-1]
+    from_query = query @ w_a[:, :d_q].T  # (..., L_q, d_attn)
+    from_keys = keys @ w_a[:, d_q:].T  # (..., L_k, d_attn)
+    hidden = torch.tanh(
+        from_query.unsqueeze(-2) + from_keys.unsqueeze(-3)
+    )  # (..., L_q, L_k, d_attn)
+    return hidden @ v_a  # (..., L_q, L_k)
+
+
+# --------------------------------------------------------------------------------------------
+# steps 1-3 together: scaled dot-product attention
+# --------------------------------------------------------------------------------------------
+
+
+def _check_sdpa(q, k, v, mask=None, dropout_p=0.0) -> None:
+    check_tensor("q", q, floating=True, shape_hint="(..., L_q, d_k)")
+    check_tensor("k", k, floating=True, shape_hint="(..., L_k, d_k)")
+    check_tensor("v", v, floating=True, shape_hint="(..., L_k, d_v)")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t.dim() < 2:
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., L, d), got shape {tuple(t.shape)}"
+            )
+    check_nonempty("q", q, "(..., L_q, d_k)")
+    check_nonempty("k", k, "(..., L_k, d_k)")
+    check_nonempty("v", v, "(..., L_k, d_v)")
+    check_like("k", k, "q", q)
+    check_like("v", v, "q", q)
+    check_same_size("q", q.shape[-1], "k", k.shape[-1], "last dimension (d_k)")
+    check_same_size("k", k.shape[-2], "v", v.shape[-2], "number of positions (L_k)")
+    _check_batch_dims("q", q, "k", k)
+    _check_batch_dims("k", k, "v", v)
+    check_probability("dropout_p", dropout_p)
+    if mask is not None:  # against the scores (..., L_q, L_k)
+        batch = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2])
+        _check_mask(mask, torch.Size((*batch, q.shape[-2], k.shape[-2])), like=q)
+
+
+@checked(_check_sdpa)
+def scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``, written out step by step.
+
+    q ``(..., L_q, d_k)``, k ``(..., L_k, d_k)``, v ``(..., L_k, d_v)``; ``mask`` boolean,
+    broadcastable to ``(..., L_q, L_k)``, True where attention is allowed.
+
+    Returns ``(output (..., L_q, d_v), weights (..., L_q, L_k))``. ``weights`` are the softmax
+    weights before dropout (dropout, if ``dropout_p > 0``, is applied to the weights that mix
+    the values, as in the paper).
+    """
+    scores = scaled_dot_score(q, k)  # (..., L_q, L_k)
+    weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
+    mixing = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
+    return mixing @ v, weights  # (..., L_q, d_v)
