@@ -27,7 +27,9 @@ def config():
 
 def test_config_points_the_pages_at_the_folders_book_js_fills():
     cfg = config()
-    assert cfg["html_extra_path"] == [book_js.SITE.relative_to(ROOT).as_posix()]
+    # the vendored JavaScript, and the live block's model file that `make live-model` writes
+    live_site = re.search(r"^LIVE_DIR\s*:=\s*(\S+)", (ROOT / "Makefile").read_text(), re.M)[1]
+    assert cfg["html_extra_path"] == [book_js.SITE.relative_to(ROOT).as_posix(), live_site]
     folders = {p[3] for p in book_js.PACKAGES}
     named = [cfg["mathjax_path"], *cfg["nb_ipywidgets_js"]]
     named += [

@@ -54,6 +54,8 @@ __all__ = [
     "MODEL_DIR",
     "MODEL_NAME",
     "MAX_OUTPUT",
+    "KINDS",
+    "main",
 ]
 
 RUNTIME = "vendor/onnxruntime-web@1.30.0/"  # tests/book_js.py puts it in the built book
