@@ -117,3 +117,18 @@ def test_a_retrain_that_stopped_early_writes_nothing(monkeypatch):
     with pytest.raises(pretrained.PretrainedError, match="stopped at step 352 of 1500"):
         _retrain.retrain("dates-transformer")
     assert written == []
+
+
+def test_the_retrain_command_stops_at_a_run_that_stopped_early(monkeypatch, capsys):
+    # a SIGTERM ends the current run with a checkpoint; the command must not go on to the next
+    from attnbook.pretrained import __main__ as command
+
+    calls = []
+
+    def stopped(name, threads):
+        calls.append(name)
+        raise pretrained.PretrainedError(f"retraining {name!r} stopped at step 3 of 1500")
+
+    monkeypatch.setattr(command, "retrain", stopped)
+    assert command.main(["retrain", "--all"]) == 1
+    assert calls == [NAMES[0]] and "stopped at step 3" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import names, record, stale
+from . import PretrainedError, names, record, stale
 from ._retrain import check, retrain
 
 
@@ -42,7 +42,11 @@ def main(argv=None) -> int:
     failed = []
     for name in chosen:
         if args.command == "retrain":
-            rec = retrain(name, threads=args.threads)
+            try:
+                rec = retrain(name, threads=args.threads)
+            except PretrainedError as err:  # stopped by a signal: the rest is not trained
+                print(f"error: {err}", file=sys.stderr)
+                return 1
             m = rec["metrics"]
             print(
                 f"{name}: {rec['training']['steps']} steps in {rec['training']['seconds']} s; "
