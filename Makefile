@@ -46,12 +46,15 @@ book: $(STAMP) js-assets live-model
 ## (benchmarks/book_speed.py times each stage; it reads the phases from this recipe):
 ## 1. lint, the unit tests (two pytest-xdist workers), the Colab-like environment's install
 ##    (colab-env) and the book build with its browser test (book-checks), two at a time;
-## 2. nbval and colab-check side by side (the chapters' small models leave a core idle);
-##    OpenMP threads that wait sleep instead of spinning, so the two kernels do not slow each
-##    other down. colab-check finds the environment colab-env made and re-checks the install.
+## 2. nbval and colab-check side by side, one core each: OMP_NUM_THREADS=1 caps every chapter's
+##    threads (setup_notebook reads it; a reader's chapter uses two), and OpenMP threads that
+##    wait sleep instead of spinning, so the two kernels do not slow each other down. It also
+##    shows that the compared outputs do not depend on the thread count. colab-check finds the
+##    environment colab-env made and re-checks the install.
 test: $(STAMP)
 	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit colab-env book-checks
-	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE nbval colab-check
+	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE \
+	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nbval colab-check
 
 ## make lint: ruff (lint, and format --check) over the code and the notebooks, actionlint over
 ## .github/workflows

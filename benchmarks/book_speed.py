@@ -149,7 +149,7 @@ def time_chapters(chapters: list[Path], runner: str, repeats: int) -> list[dict]
 def make_test_phases(makefile: Path) -> list[dict]:
     """The phases of ``make test`` as the Makefile runs them: the install stamp, then one
     phase per recipe line of ``test``, each with its stages, its ``-jN`` and its variables."""
-    text = makefile.read_text()
+    text = re.sub(r"\\\n\s*", " ", makefile.read_text())  # join continued lines
     found = re.search(r"^test:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.M)
     if found is None:
         raise SystemExit(f"{makefile} has no `test:` target with a recipe")

@@ -674,3 +674,25 @@ def test_train_model_hands_the_model_back_on_the_device_it_came_on(task, monkeyp
         else:
             assert not fail
         assert moves == [torch.device("cuda"), torch.device("cpu")]
+
+
+def test_train_model_returns_its_trainer_to_resume_with_more_steps(task):
+    """Chapter 06's exercise 5: a 2n-step run, and an n-step run resumed from its trainer's
+    state with 2n steps, give the same weights (a constant schedule: the rate does not depend
+    on the run's length)."""
+    from attnbook.train import train_model
+
+    n, opts = 6, {"schedule": "constant", "lr": 3e-3, "warmup": 3, "eval_every": 4}
+    straight = transformer(task)
+    train_model(straight, task, steps=2 * n, **opts)
+    model = transformer(task)
+    history, trainer = train_model(model, task, steps=n, return_trainer=True, **opts)
+    assert trainer.model is model and trainer.step == n == history[-1]["step"]
+    longer = transformer(task, seed=99)  # other weights: the checkpoint replaces them
+    resumed = Trainer(longer, task, config=TrainConfig(steps=2 * n, **opts, progress=False))
+    resumed.load_checkpoint(trainer.state_dict())
+    resumed.fit()
+    torch.testing.assert_close(params(longer), params(straight), rtol=0, atol=1e-6)
+    assert not torch.equal(params(longer), params(model))  # model itself stays at step n
+    with pytest.raises(TypeError, match="return_trainer must be a bool, got str 'yes'"):
+        train_model(model, task, steps=1, return_trainer="yes")

@@ -172,3 +172,35 @@ def test_glue_digits_must_be_a_sensible_int(digits):
 def test_glue_digits_refuses_text():
     with pytest.raises(TypeError, match="digits rounds numbers"):
         glue("x", "97.7%", digits=3)
+
+
+@pytest.mark.parametrize(
+    ("env", "asked", "expected"),
+    [
+        ("1", 2, 1),  # make test's side-by-side phase: one thread per chapter
+        ("2", 2, 2),
+        ("8", 2, 2),  # the chapter's own choice when the environment allows more
+        ("4", 1, 1),
+        (None, 2, 2),
+        ("", 2, 2),
+        ("two", 2, 2),  # unusable values say nothing
+        ("0", 2, 2),
+    ],
+)
+def test_setup_notebook_threads_are_capped_by_omp_num_threads(monkeypatch, env, asked, expected):
+    from attnbook import setup_notebook
+
+    if env is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", env)
+    saved = torch.get_num_threads()
+    saved_np, saved_torch = np.get_printoptions(), torch._tensor_str.PRINT_OPTS.linewidth
+    try:
+        with capture_output():
+            setup_notebook(threads=asked)
+        assert torch.get_num_threads() == expected
+    finally:
+        torch.set_num_threads(saved)
+        np.set_printoptions(**saved_np)
+        torch.set_printoptions(linewidth=saved_torch)

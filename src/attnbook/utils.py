@@ -81,15 +81,25 @@ def model_device(model) -> torch.device:
 PRINT_WIDTH = 100
 
 
+def _thread_cap() -> int | None:
+    """The number of CPU threads the environment allows (``OMP_NUM_THREADS``, a positive
+    integer), or None where it says nothing usable."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else None
+
+
 def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2) -> torch.device:
     """The first cell of every chapter: seed everything, round printed numbers, pick a device.
 
     ``threads`` fixes PyTorch's CPU thread count so that float results (and the numbers the
-    chapter prints) do not depend on how many cores the reader's machine has. Returns the
-    device and prints it.
+    chapter prints) do not depend on how many cores the reader's machine has. An environment
+    that allows fewer threads caps it: with ``OMP_NUM_THREADS=1`` set (``make test`` sets it
+    where two chapters run side by side on two cores) the chapter runs on one thread. Returns
+    the device and prints it.
     """
     if threads is not None:
         check_positive_int("threads", threads)
+        threads = min(threads, _thread_cap() or threads)
     seed_everything(seed)
     # arrays and tensors print as wide as the book's column holds code (PRINT_WIDTH characters)
     np.set_printoptions(precision=4, suppress=True, linewidth=PRINT_WIDTH)

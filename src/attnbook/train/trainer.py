@@ -444,17 +444,28 @@ def train_model(
     *,
     batch_size: int = 64,
     progress: bool = False,
+    return_trainer: bool = False,
     **options,
-) -> list[dict]:
+) -> list[dict] | tuple[list[dict], Trainer]:
     """Train ``model`` on ``task`` (from :func:`attnbook.data.tasks.make_task` or ``load_tsv``) for
     ``steps`` steps on the CPU-friendly defaults and return the history; the last row holds
     the final validation loss, token accuracy and exact match. ``options`` are further
     :class:`~attnbook.train.config.TrainConfig` fields (``lr``, ``schedule``, ``eval_every``,
     ``device`` ...).
 
+    ``return_trainer=True`` returns ``(history, trainer)``: the
+    :class:`~attnbook.train.trainer.Trainer` keeps the optimiser's state and the place in the
+    data, so ``trainer.state_dict()`` resumes the run later exactly where it stopped (as the
+    command line's ``--resume`` does), with more steps.
+
     The model trains on ``device`` (default ``"auto"``: CUDA, then Apple's MPS, then the CPU)
     and is handed back on the device it came on, also when training stops with an error, so
     the tensors a chapter makes on the CPU work with it afterwards."""
+    if not isinstance(return_trainer, bool):
+        raise TypeError(
+            f"return_trainer must be a bool, got {type(return_trainer).__name__} "
+            f"{return_trainer!r}"
+        )
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     if not isinstance(task, TaskData):
@@ -465,7 +476,9 @@ def train_model(
     options.setdefault("log_every", max(1, min(50, steps // 10)))
     config = TrainConfig(steps=steps, batch_size=batch_size, progress=progress, **options)
     home = model_device(model)
+    trainer = Trainer(model, task, config=config)
     try:
-        return Trainer(model, task, config=config).fit()
+        history = trainer.fit()
     finally:
         model.to(home)
+    return (history, trainer) if return_trainer else history
