@@ -9,6 +9,8 @@ from matplotlib import cbook
 from matplotlib.layout_engine import PlaceHolderLayoutEngine
 from matplotlib.text import Text
 
+from .base import _empty_axis_labels_fixed
+
 __all__ = [
     "figure_to_png",
     "VIEW_WIDTH",
@@ -34,6 +36,14 @@ def _lays_out_when_drawn(fig) -> bool:
 def figure_to_png(fig, dpi: int = 80, close: bool = True) -> bytes:
     """Render a matplotlib figure to PNG bytes (small by default, for embedded widget views)."""
     buf = io.BytesIO()
+    with _empty_axis_labels_fixed(fig):
+        _save_png(fig, buf, dpi)
+    if close:
+        plt.close(fig)
+    return buf.getvalue()
+
+
+def _save_png(fig, buf, dpi: float) -> None:
     if _lays_out_when_drawn(fig):
         fig.savefig(buf, format="png", dpi=dpi, bbox_inches="tight")
     else:
@@ -50,9 +60,6 @@ def figure_to_png(fig, dpi: int = 80, close: bool = True) -> bytes:
         finally:
             if engine is not None:
                 fig.set_layout_engine(engine)
-    if close:
-        plt.close(fig)
-    return buf.getvalue()
 
 
 # An explorer's picture is drawn this many pixels wide: the book's text column is 768 px at a
@@ -104,6 +111,14 @@ def _render_view(fig, width: int = VIEW_WIDTH, close: bool = True) -> tuple[byte
     data and the same layout (an explorer's next view) is drawn at that resolution again."""
     if isinstance(width, bool) or not isinstance(width, int) or not 200 <= width <= 2000:
         raise ValueError(f"width must be an int number of pixels from 200 to 2000, got {width!r}")
+    with _empty_axis_labels_fixed(fig):
+        dpi = _fit_text(fig, width)
+    return figure_to_png(fig, dpi=dpi, close=close), dpi
+
+
+def _fit_text(fig, width: int) -> float:
+    """Scale the text of ``fig`` to :data:`VIEW_TEXT_PX` at the resolution that draws it
+    ``width`` pixels wide; returns that resolution."""
     low, high = VIEW_TEXT_PX
     dpi = view_dpi(fig, width)
     for _ in range(4):  # larger labels widen the figure a little, so settle in a few rounds
@@ -115,4 +130,4 @@ def _render_view(fig, width: int = VIEW_WIDTH, close: bool = True) -> tuple[byte
             text.set_fontsize(text.get_fontsize() * scale)
         fig.tight_layout()
         dpi = view_dpi(fig, width)
-    return figure_to_png(fig, dpi=dpi, close=close), dpi
+    return dpi
