@@ -21,7 +21,7 @@ __all__ = [
 ]
 
 
-# savefig's default margin around a tight crop (:rc:`savefig.pad_inches`), in inches
+# the margin around a view's tight crop, in inches: savefig's default (:rc:`savefig.pad_inches`)
 _PAD_INCHES = 0.1
 
 
@@ -52,9 +52,11 @@ def _save_png(fig, buf, dpi: float) -> None:
         # Measuring with get_tightbbox lays the text out without drawing, and without an
         # engine savefig skips its layout draw, so the figure is drawn once, the same pixels.
         with cbook._setattr_cm(fig, dpi=dpi):
-            bbox = fig.get_tightbbox(fig._get_renderer()).padded(_PAD_INCHES)
+            bbox = fig.get_tightbbox(fig._get_renderer())
+        bbox = bbox.padded(plt.rcParams["savefig.pad_inches"])
         engine = fig.get_layout_engine()
-        fig.set_layout_engine(None)  # only a placeholder; savefig would draw to run it
+        with plt.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+            fig.set_layout_engine(None)  # only a placeholder; savefig would draw to run it
         try:
             fig.savefig(buf, format="png", dpi=dpi, bbox_inches=bbox)
         finally:
