@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 
-from .base import _check_2d, to_numpy
+from .base import _check_2d, _empty_axis_labels_fixed, to_numpy
 
 __all__ = [
     "heatmap",
@@ -158,31 +158,9 @@ def attention_grid(
     on the outer axes only. With ``max_cols``, one layer's heads wrap onto rows of at most that
     many maps, so eight heads stay legible at the width of the page. Returns the ``Figure``.
     """
-    w = to_numpy(weights)
-    if w.ndim == 2:
-        w = w[None, None]
-    elif w.ndim == 3:
-        w = w[None]
-    if w.ndim != 4:
-        raise ValueError(
-            f"weights must be (layers, heads, queries, keys), (heads, queries, "
-            f"keys) or (queries, keys), got shape {to_numpy(weights).shape}"
-        )
+    w = _grid_weights(weights)
     n_layers, n_heads, n_q, n_k = w.shape
-    if layer_names is not None and len(layer_names) != n_layers:
-        raise ValueError(f"layer_names must have {n_layers} names, got {len(layer_names)}")
-    if max_cols is not None and (
-        isinstance(max_cols, bool) or not isinstance(max_cols, int) or max_cols < 1
-    ):
-        raise ValueError(f"max_cols must be a positive int or None, got {max_cols!r}")
-    # (row, column) of each map: layers are rows, unless one layer's heads wrap
-    if n_layers == 1 and max_cols is not None and n_heads > max_cols:
-        n_cols = max_cols
-        places = [(0, h, divmod(h, max_cols)) for h in range(n_heads)]
-    else:
-        n_cols = n_heads
-        places = [(la, h, (la, h)) for la in range(n_layers) for h in range(n_heads)]
-    n_rows = max(r for _, _, (r, _) in places) + 1
+    n_rows, n_cols, places = _grid_places(w.shape, layer_names, max_cols)
     fig, axes = plt.subplots(
         n_rows,
         n_cols,
@@ -203,8 +181,7 @@ def attention_grid(
             xlabel="",
             ylabel="",
         )
-        name = layer_names[layer] if layer_names is not None else f"layer {layer + 1}"
-        ax.set_title(f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else "", fontsize=8)
+        ax.set_title(_head_title(w.shape, layer_names, layer, head), fontsize=8)
         if (row + 1, col) in {p for _, _, p in places}:  # a map below shows the key labels
             ax.set_xticklabels([])
         if col > 0:
@@ -215,8 +192,90 @@ def attention_grid(
         axes[row, col].set_visible(False)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    with _empty_axis_labels_fixed(fig):
+        fig.tight_layout()
     return fig
+
+
+def _grid_weights(weights) -> np.ndarray:
+    """:func:`attention_grid`'s ``weights`` as ``(layers, heads, queries, keys)``."""
+    w = to_numpy(weights)
+    if w.ndim == 2:
+        w = w[None, None]
+    elif w.ndim == 3:
+        w = w[None]
+    if w.ndim != 4:
+        raise ValueError(
+            f"weights must be (layers, heads, queries, keys), (heads, queries, "
+            f"keys) or (queries, keys), got shape {to_numpy(weights).shape}"
+        )
+    return w
+
+
+def _grid_places(shape, layer_names, max_cols):
+    """The rows and columns of :func:`attention_grid` and the ``(layer, head, (row, column))``
+    of each map: layers are rows, unless one layer's heads wrap."""
+    n_layers, n_heads = shape[:2]
+    if layer_names is not None and len(layer_names) != n_layers:
+        raise ValueError(f"layer_names must have {n_layers} names, got {len(layer_names)}")
+    if max_cols is not None and (
+        isinstance(max_cols, bool) or not isinstance(max_cols, int) or max_cols < 1
+    ):
+        raise ValueError(f"max_cols must be a positive int or None, got {max_cols!r}")
+    if n_layers == 1 and max_cols is not None and n_heads > max_cols:
+        n_cols = max_cols
+        places = [(0, h, divmod(h, max_cols)) for h in range(n_heads)]
+    else:
+        n_cols = n_heads
+        places = [(la, h, (la, h)) for la in range(n_layers) for h in range(n_heads)]
+    return max(r for _, _, (r, _) in places) + 1, n_cols, places
+
+
+def _head_title(shape, layer_names, layer: int, head: int) -> str:
+    n_layers, n_heads = shape[:2]
+    name = layer_names[layer] if layer_names is not None else f"layer {layer + 1}"
+    return f"{name}, head {head + 1}" if n_heads > 1 or n_layers > 1 else ""
+
+
+def _redraw_attention_grid(
+    fig, weights, *, layer_names: Sequence[str] | None = None, max_cols: int | None = None
+) -> bool:
+    """Put other ``weights`` of the same shape, and their ``layer_names``, into a figure that
+    :func:`attention_grid` drew with the same ``max_cols``, keeping its layout and font sizes:
+    an explorer's next view is then one draw, not a new figure laid out again.
+
+    Returns False, changing nothing, where a new title would take another size than the old
+    one (as "layer 10" after "layer 9"), since the layout would change: draw a new figure then.
+    A pixel is allowed (at the figure's resolution, before the view's own): "layer 1" and
+    "layer 2" differ by an eighth of one, which moves nothing that can be seen.
+    """
+    w = _grid_weights(weights)
+    n_rows, n_cols, places = _grid_places(w.shape, layer_names, max_cols)
+    if len(fig.axes) != n_rows * n_cols:
+        raise ValueError(f"fig must hold a {n_rows} x {n_cols} grid, got {len(fig.axes)} axes")
+    renderer = fig._get_renderer()
+    updates = []
+    for layer, head, (row, col) in places:
+        ax = fig.axes[row * n_cols + col]  # plt.subplots adds the axes row by row
+        (image,) = ax.images
+        if image.get_array().shape != w[layer, head].shape:
+            raise ValueError(
+                f"weights must have the grid's shape, got maps of {w[layer, head].shape} "
+                f"for maps of {image.get_array().shape}"
+            )
+        title = _head_title(w.shape, layer_names, layer, head)
+        old = ax.title.get_text()
+        size = ax.title.get_window_extent(renderer).size
+        ax.title.set_text(title)
+        changed = (abs(ax.title.get_window_extent(renderer).size - size) > 1.0).any()
+        ax.title.set_text(old)
+        if changed:
+            return False
+        updates.append((image, ax.title, w[layer, head], title))
+    for image, text, m, title in updates:
+        image.set_data(m)
+        text.set_text(title)
+    return True
 
 
 def positional_encoding_figure(pe, *, max_dims: int | None = None, title: str = ""):

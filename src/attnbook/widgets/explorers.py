@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import ipywidgets as W
+import matplotlib.pyplot as plt
 
 from .. import viz
+from ..viz.figures import _redraw_attention_grid as redraw_attention_grid
+from ..viz.views import _render_view as render_view
 from .static import static_grid, static_stepper, static_views
 
 __all__ = [
@@ -85,17 +88,9 @@ def attention_explorer(examples: Sequence[dict], *, width: int = viz.VIEW_WIDTH)
                     f"attention {t!r} of example {ex.get('name')!r} must be "
                     f"(layers={n_layers[t]}, heads, queries, keys), got {w.shape}"
                 )
-            per_layer = []
-            for layer in range(max(n_layers.values())):
-                fig = viz.attention_grid(
-                    w[min(layer, w.shape[0] - 1)],
-                    keys,
-                    queries,
-                    layer_names=[f"{t}, layer {min(layer, w.shape[0] - 1) + 1}"],
-                    max_cols=4,
-                )
-                per_layer.append(viz.view_png(fig, width))
-            per_type.append(per_layer)
+            per_layer = _layer_views(w, keys, queries, t, width)
+            # a type with fewer layers shows its last layer at the slider's later positions
+            per_type.append(per_layer + per_layer[-1:] * (max(n_layers.values()) - len(per_layer)))
         views.append(per_type)
     layers = [f"layer {i + 1}" for i in range(max(n_layers.values()))]
     return static_views(
@@ -106,6 +101,29 @@ def attention_explorer(examples: Sequence[dict], *, width: int = viz.VIEW_WIDTH)
             (layers, "layer", "slider"),
         ],
     )
+
+
+def _layer_views(w, keys, queries, name: str, width: int) -> list[bytes]:
+    """The grids of heads of each layer of ``w`` ``(layers, heads, queries, keys)``, one view
+    per layer, as :func:`viz.view_png` draws ``viz.attention_grid(w[layer], ...)``.
+
+    The layers share their labels, so the first layer's figure, laid out and sized once, is
+    redrawn with each next layer's weights and titles: the same pixels as a new figure, for
+    one draw instead of a figure built, laid out and measured again.
+    """
+    views, fig, dpi = [], None, None
+    for layer in range(w.shape[0]):
+        names = [f"{name}, layer {layer + 1}"]
+        close = layer == w.shape[0] - 1
+        if fig is not None and redraw_attention_grid(fig, w[layer], layer_names=names, max_cols=4):
+            views.append(viz.figure_to_png(fig, dpi=dpi, close=close))
+            continue
+        if fig is not None:  # the titles changed size: a new figure, laid out anew
+            plt.close(fig)
+        fig = viz.attention_grid(w[layer], keys, queries, layer_names=names, max_cols=4)
+        png, dpi = render_view(fig, width, close=close)
+        views.append(png)
+    return views
 
 
 def positional_encoding_explorer(
@@ -123,7 +141,6 @@ def positional_encoding_explorer(
     product ``PE(p) . PE(p + k)`` against the offset ``k``: it depends on the distance, peaks
     at 0 and is symmetric. Both work on the static page.
     """
-    import matplotlib.pyplot as plt
     import numpy as np
 
     m = viz.to_numpy(pe)
@@ -187,7 +204,6 @@ def temperature_explorer(
     products, row "q·k / √d_k" of the scaled ones, each with its maximum weight, entropy and
     Jacobian norm (:func:`attnbook.attention.softmax_saturation`).
     """
-    import matplotlib.pyplot as plt
     import torch
 
     from ..attention import dot_score, softmax_saturation
