@@ -1,5 +1,6 @@
 """Check the built HTML: every page that shows a widget embeds its state, every script and
-stylesheet a page loads is a file of the book itself (no CDN); report page weight.
+stylesheet a page loads is a file of the book itself (no CDN), the book's own CJK font draws
+every Chinese character of every page; report page weight.
 
 `jupyter-book build -W` does not notice a widget whose state was not saved (the page then
 shows a blank space), nor a page that loads a script from elsewhere (it then breaks without
@@ -11,6 +12,9 @@ import re
 import sys
 from pathlib import Path
 from urllib.parse import urlsplit
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+from attnbook_fonts import SERVED_FONT, book_characters  # noqa: E402
 
 VIEW = re.compile(r'<script type="application/vnd.jupyter.widget-view\+json">(.*?)</script>', re.S)
 STATE = re.compile(
@@ -40,6 +44,23 @@ def foreign_loads(page: Path, text: str, root: Path) -> list[str]:
     return problems
 
 
+def font_problems(root: Path) -> list[str]:
+    """The Chinese characters of the pages that the served font (book/_ext/attnbook_fonts.py)
+    does not draw, or that it is missing."""
+    from fontTools.ttLib import TTFont
+
+    font = root / SERVED_FONT
+    if not font.is_file():
+        return [f"{SERVED_FONT} is missing: the CJK text would depend on the reader's fonts"]
+    drawn = set(TTFont(font).getBestCmap())
+    missing = sorted(c for c in book_characters(root) if ord(c) not in drawn)
+    if missing:
+        return [
+            f"{SERVED_FONT} cannot draw {len(missing)} character(s) of the pages: {''.join(missing)}"
+        ]
+    return []
+
+
 def main(root: str) -> int:
     pages = sorted(Path(root).rglob("*.html"))
     if not pages:
@@ -59,6 +80,7 @@ def main(root: str) -> int:
         if missing:
             problems.append(f"{page}: {len(missing)} widget view(s) without embedded state")
         rows.append((page.relative_to(root), len(views), len(text.encode()) / 1024))
+    problems += font_problems(Path(root))
     for name, n, kb in rows:
         print(f"{str(name):45s} {n:3d} widget views  {kb:8.1f} KiB")
     for p in problems:
