@@ -21,6 +21,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from attnbook import viz, widgets  # noqa: E402
 from attnbook.viz.figures import _redraw_attention_grid  # noqa: E402
+from attnbook.widgets import explorers  # noqa: E402
 
 
 def png_width(data: bytes) -> int:
@@ -118,8 +119,9 @@ def test_attention_explorer_redraws_each_layer_as_a_new_figure_would(monkeypatch
         for layer in range(2):
             box.controls[1].index, box.controls[2].value = t, layer
             shown = bytes(widgets.shown_view(box).value)
+            cols = explorers._columns(4, len(keys), f"{name}, layer 2, head 4", viz.VIEW_WIDTH)
             fig = viz.attention_grid(
-                w[layer], keys, queries, layer_names=[f"{name}, layer {layer + 1}"], max_cols=4
+                w[layer], keys, queries, layer_names=[f"{name}, layer {layer + 1}"], max_cols=cols
             )
             fresh, dpi = viz.views._render_view(fig, close=False)
             assert low - 0.25 <= viz.smallest_text_px(fig, dpi) <= high + 0.25
@@ -157,3 +159,16 @@ def test_redraw_attention_grid_checks_the_figure_and_the_titles():
     with pytest.raises(ValueError, match="fig must hold a 1 x 3 grid"):
         _redraw_attention_grid(fig, attention(1, 3, "abc", "abc")[0])
     plt.close(fig)
+
+
+def test_an_explorers_maps_keep_their_labels_apart():
+    """Four heads in a row where each map gives every key 15 px and its title room, else a
+    2 x 2 grid: chapter 14's 20-character dates in a row of four drew 9 px rows whose labels
+    overlapped, and "decoder self (masked), layer 1, head 1" ran into the next title."""
+    width = viz.VIEW_WIDTH
+    assert explorers._columns(4, 6, "self, layer 1, head 4", width) == 4
+    assert explorers._columns(8, 6, "self, layer 1, head 8", width) == 4
+    assert explorers._columns(4, 20, "cross, layer 1, head 4", width) == 2  # long dates
+    assert explorers._columns(4, 8, "decoder self (masked), layer 1, head 4", width) == 2
+    assert explorers._columns(2, 6, "self, layer 1, head 2", width) == 2
+    assert explorers._columns(1, 30, "rnn, layer 1, head 1", width) == 1

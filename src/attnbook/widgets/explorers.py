@@ -112,18 +112,32 @@ def _layer_views(w, keys, queries, name: str, width: int) -> list[bytes]:
     one draw instead of a figure built, laid out and measured again.
     """
     views, fig, dpi = [], None, None
+    cols = _columns(
+        w.shape[1], w.shape[-1], f"{name}, layer {w.shape[0]}, head {w.shape[1]}", width
+    )
     for layer in range(w.shape[0]):
         names = [f"{name}, layer {layer + 1}"]
         close = layer == w.shape[0] - 1
-        if fig is not None and redraw_attention_grid(fig, w[layer], layer_names=names, max_cols=4):
+        if fig is not None and redraw_attention_grid(
+            fig, w[layer], layer_names=names, max_cols=cols
+        ):
             views.append(viz.figure_to_png(fig, dpi=dpi, close=close))
             continue
         if fig is not None:  # the titles changed size: a new figure, laid out anew
             plt.close(fig)
-        fig = viz.attention_grid(w[layer], keys, queries, layer_names=names, max_cols=4)
+        fig = viz.attention_grid(w[layer], keys, queries, layer_names=names, max_cols=cols)
         png, dpi = render_view(fig, width, close=close)
         views.append(png)
     return views
+
+
+def _columns(n_heads: int, n_keys: int, title: str, width: int) -> int:
+    """How many heads' maps a row of an explorer's view holds: four where each map, a quarter
+    of the view's ``width`` pixels, still gives every one of its ``n_keys`` keys 15 px (or
+    the rows' labels crowd each other too) and its ``title`` room, else two (a 2 x 2 grid of
+    four heads rather than three and one)."""
+    need = max(15 * n_keys + 60, 7 * len(title) + 20)  # pixels, at the views' 11-15 px text
+    return 4 if n_heads >= 4 and width // 4 >= need else min(2, n_heads) or 1
 
 
 def positional_encoding_explorer(
