@@ -34,6 +34,25 @@ def test_the_benchmark_reads_the_phases_of_make_test():
     targets = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
     assert set(stages) <= targets, set(stages) - targets
     assert all(p["jobs"] >= 1 for p in phases)
+    # the side-by-side phase runs each chapter on one thread, as make does
+    nbval = next(p for p in phases if "nbval" in p["stages"])
+    assert nbval["env"]["OMP_NUM_THREADS"] == "1" and "colab-check" in nbval["stages"]
+
+
+def test_a_continued_recipe_line_is_one_phase(tmp_path):
+    makefile = tmp_path / "Makefile"
+    makefile.write_text(
+        "test: stamp\n"
+        "\t$(MAKE) -j2 lint unit\n"
+        "\t$(MAKE) -j2 --output-sync=target A=1 \\\n"
+        "\t  B=2 nbval colab-check\n"
+        "\nlint:\n"
+    )
+    phases = book_speed.make_test_phases(makefile)
+    assert phases[1:] == [
+        {"stages": ["lint", "unit"], "jobs": 2, "env": {}},
+        {"stages": ["nbval", "colab-check"], "jobs": 2, "env": {"A": "1", "B": "2"}},
+    ]
 
 
 def test_make_test_runs_every_check():
