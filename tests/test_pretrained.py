@@ -14,6 +14,7 @@ from attnbook import Seq2Seq, Transformer, pretrained
 from attnbook.cli import build_parser
 from attnbook.pretrained import _retrain
 from attnbook.runs.options import TRAIN_DEFAULTS, resolve_options
+from attnbook.train import DEFAULT_STEPS
 
 NAMES = pretrained.names()
 
@@ -114,7 +115,7 @@ def test_a_retrain_that_stopped_early_writes_nothing(monkeypatch):
     written = []
     monkeypatch.setattr(_retrain, "_train", lambda name, threads, quiet: (Stopped, None, 0.0))
     monkeypatch.setattr(_retrain, "_package_folder", lambda: written.append(1))
-    with pytest.raises(pretrained.PretrainedError, match="stopped at step 352 of 1500"):
+    with pytest.raises(pretrained.PretrainedError, match=f"stopped at step 352 of {DEFAULT_STEPS}"):
         _retrain.retrain("dates-transformer")
     assert written == []
 

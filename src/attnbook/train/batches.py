@@ -7,10 +7,10 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from ..data import BucketBatchSampler, Seq2SeqDataset
+from ..data import Batch, BucketBatchSampler, Seq2SeqDataset
 from .checkpoint import CheckpointError
 
-__all__ = ["BatchOrder"]
+__all__ = ["BatchOrder", "PaddedData"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -92,6 +92,33 @@ class BatchOrder:
                     "data, batch size and seed"
                 )
         self.epoch, self.position = int(state["epoch"]), int(state["position"])
+
+
+class PaddedData:
+    """A dataset padded once into two matrices, so that a batch is two row gathers rather
+    than :func:`attnbook.data.collate` of its items (a loop in Python at every step).
+
+    ``batch(indices)`` is the :class:`attnbook.data.Batch` that ``collate`` gives for those
+    items, to the bit: the rows cut to the batch's longest source and target, the padding
+    ``pad_id``.
+    """
+
+    def __init__(self, data: Seq2SeqDataset, pad_id: int):
+        srcs, tgts = zip(*data.items, strict=True)
+        self.src_len = [len(s) for s in srcs]
+        self.tgt_len = [len(t) for t in tgts]
+        pad = torch.nn.utils.rnn.pad_sequence
+        self.src = pad(list(srcs), batch_first=True, padding_value=pad_id)  # (N, S_max)
+        self.tgt = pad(list(tgts), batch_first=True, padding_value=pad_id)  # (N, T_max + 2)
+
+    def batch(self, indices: Sequence[int]) -> Batch:
+        rows = torch.tensor(indices, dtype=torch.long)
+        s = max(self.src_len[i] for i in indices)
+        t = max(self.tgt_len[i] for i in indices)
+        src = self.src[:, :s].index_select(0, rows)  # (B, S), contiguous
+        tgt = self.tgt[:, :t].index_select(0, rows)  # (B, T + 1)
+        lengths = torch.tensor([self.src_len[i] for i in indices], dtype=torch.long)
+        return Batch(src, tgt[:, :-1], tgt[:, 1:], lengths)
 
 
 def _as_dataset(name: str, data, src_vocab, tgt_vocab) -> Seq2SeqDataset:

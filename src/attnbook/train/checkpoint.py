@@ -293,9 +293,7 @@ class CheckpointMixin:
                 "the checkpoint's model does not fit this model (different "
                 f"sizes or layers): {' '.join(lines[1:3])[:200]}"
             ) from e
-        self.optimizer.load_state_dict(ckpt["optimizer"])
-        for group in self.optimizer.param_groups:  # a checkpoint saved before foreach=True
-            group["foreach"] = True  # (the same weights either way, see _make_optimizer)
+        self.optimizer.load_state_dict(_with_kernel(ckpt["optimizer"], self.optimizer))
         self.scheduler.load_state_dict(ckpt["scheduler"])
         self.scaler.load_state_dict(ckpt["scaler"])
         self.order.load_state_dict(ckpt["order"])
@@ -304,3 +302,13 @@ class CheckpointMixin:
         self.history = list(ckpt.get("history", []))
         self.saved_step = self.step
         return ckpt
+
+
+def _with_kernel(saved: dict, optimizer: torch.optim.Optimizer) -> dict:
+    """The optimiser state ``saved`` with the update kernel (``fused``/``foreach``) that
+    ``optimizer`` uses on this machine, whatever the saving run used (foreach before fused
+    existed here, another device, an older version: see :mod:`attnbook.train.optimizer`).
+    Set before loading, so that torch keeps each ``step`` count where that kernel wants it
+    (a fused kernel reads it from the parameter's device)."""
+    kernel = {k: optimizer.param_groups[0].get(k) for k in ("fused", "foreach")}
+    return {**saved, "param_groups": [{**g, **kernel} for g in saved["param_groups"]]}

@@ -17,10 +17,11 @@ from ..data import BOS, EOS, Seq2SeqDataset, TaskData, Vocab, collate
 from ..decode import greedy_decode
 from ..seq2seq import check_seq2seq
 from ..utils import model_device
-from .batches import BatchOrder, _as_dataset, _check_fits
+from .batches import BatchOrder, PaddedData, _as_dataset, _check_fits
 from .checkpoint import CheckpointMixin, NonFiniteLossError
 from .config import DEFAULT_STEPS, TrainConfig
 from .losses import exact_match, label_smoothed_loss
+from .optimizer import make_optimizer
 from .runtime import _amp_settings, _distributed, _resolve_device, _StopOnSignal
 from .schedules import scheduled_lr
 
@@ -119,12 +120,14 @@ class Trainer(CheckpointMixin):
                 self.train_module, device_ids=ids
             )
 
-        self.optimizer = self._make_optimizer()
+        self.optimizer = make_optimizer(self.model, config)
+        self._clipped = list(self.model.parameters())  # (not a new generator every step)
         self.order = BatchOrder(
             self.train_data.lengths, config.batch_size, config.seed, config.bucket
         )
         # tokens scored per example (target + EOS), to normalise by the global batch's count
         self.n_tokens = [len(tgt) - 1 for _, tgt in self.train_data.items]
+        self._padded = PaddedData(self.train_data, self.pad_id)  # batches without collate
         self.total_steps = self._total_steps()
         self.d_model = (
             config.d_model or getattr(model, "d_model", None) or getattr(model, "hidden_dim", None)
@@ -150,30 +153,6 @@ class Trainer(CheckpointMixin):
 
     # ------------------------------------------------------------------ set-up helpers
 
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        # foreach=True: one multi-tensor update for all parameters instead of a Python loop
-        # over them (torch picks it by itself only on CUDA), which saves the loop's
-        # per-tensor overhead on a CPU. The same arithmetic per tensor, so the weights are
-        # bitwise those of the loop (tests/test_train_foreach.py checks it).
-        c = self.config
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if c.optimizer == "adamw":
-            decay = [p for p in params if p.dim() >= 2]  # matrices and embeddings
-            no_decay = [p for p in params if p.dim() < 2]  # biases, LayerNorm gains
-            groups = [
-                {"params": decay, "weight_decay": c.weight_decay},
-                {"params": no_decay, "weight_decay": 0.0},
-            ]
-            return torch.optim.AdamW(groups, lr=1.0, betas=c.betas, eps=c.adam_eps, foreach=True)
-        return torch.optim.Adam(
-            params,
-            lr=1.0,
-            betas=c.betas,
-            eps=c.adam_eps,
-            weight_decay=c.weight_decay,
-            foreach=True,
-        )
-
     def _total_steps(self) -> int | None:
         c = self.config
         if c.steps is not None:
@@ -192,8 +171,9 @@ class Trainer(CheckpointMixin):
         )
 
     def _batch(self, indices: Sequence[int], dataset: Seq2SeqDataset | None = None):
-        data = self.train_data if dataset is None else dataset
-        return collate([data[i] for i in indices], self.pad_id).to(self.device)
+        if dataset is None:  # a training batch: gathered from the padded matrices
+            return self._padded.batch(indices).to(self.device)
+        return collate([dataset[i] for i in indices], self.pad_id).to(self.device)
 
     def _all_reduce(self, values: list[float], op=None) -> list[float]:
         if self.world_size == 1:
@@ -218,7 +198,8 @@ class Trainer(CheckpointMixin):
         """
         global_tokens = sum(self.n_tokens[i] for i in indices)
         batch = self._batch(indices[self.rank :: self.world_size])  # this rank's share
-        self.train_module.train()
+        if not self.train_module.training:  # (evaluate() puts back the mode it found)
+            self.train_module.train()
         with self._autocast(), self._checks():
             logits = self.train_module(batch.src, batch.tgt_in)  # (B, T, V)
             if not isinstance(logits, torch.Tensor) or logits.dim() != 3:
@@ -236,7 +217,7 @@ class Trainer(CheckpointMixin):
         self._updating = True  # from here on, Ctrl-C must not save half an update
         if self.config.grad_clip is not None:
             self.scaler.unscale_(self.optimizer)
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+            nn.utils.clip_grad_norm_(self._clipped, self.config.grad_clip)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         self.optimizer.zero_grad(set_to_none=True)
