@@ -866,3 +866,23 @@ def test_the_readme_documents_the_exit_statuses_and_overwrite():
     for words in ("--overwrite", "130", "143", "diverged"):
         assert words in cli_section, words
     assert set(RUN_FILES) >= {"checkpoint.pt", "metrics.json", "history.csv", "loss.png"}
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_run_of_the_default_length_reports_its_own_length_on_resume(run_copy, capsys, recorded):
+    """A run given no --steps lasted DEFAULT_STEPS: its checkpoint records that total (a later
+    default may differ); an older checkpoint without it is read with today's default."""
+    from attnbook.train import DEFAULT_STEPS
+
+    path = run_copy / "checkpoint.pt"
+    ckpt = torch.load(path, weights_only=False)
+    assert ckpt["total_steps"] == 20  # what this run's Trainer had
+    ckpt["config"]["steps"] = None  # as if it had been given no length ...
+    if recorded:
+        ckpt["total_steps"] = 25  # ... by a default of 25 steps at the time
+    else:
+        del ckpt["total_steps"]  # ... in a checkpoint from before the total was recorded
+    torch.save(ckpt, path)
+    code, _, err = cli(["train", "--resume", path, "--steps", "30", "--quiet"], capsys)
+    assert code == 0, err
+    assert f"total steps {25 if recorded else DEFAULT_STEPS} -> 30" in err, err

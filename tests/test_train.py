@@ -253,7 +253,8 @@ def test_length_of_a_run_by_epochs_and_by_time(task):
         transformer(task), task, config=quiet(steps=10**6, max_seconds=0.3, log_every=100)
     )
     trainer.fit()
-    assert 0 < trainer.step < 10**6 and trainer.elapsed < 5
+    # stopped by the clock (never by a wall-time bound here: a loaded machine is slow)
+    assert 0 < trainer.step < 10**6 and trainer.elapsed >= 0.3
 
 
 # --------------------------------------------------------------------------------------------

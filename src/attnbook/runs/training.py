@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from ..train import TrainConfig, Trainer, init_distributed, scheduled_lr
+from ..train import DEFAULT_STEPS, TrainConfig, Trainer, init_distributed, scheduled_lr
 from ..utils import seed_everything
 from .folder import check_out, prepare_out
 from .models import build_model, check_lengths_fit, model_kwargs_from
@@ -190,15 +190,18 @@ def lr_changes(trainer: Trainer, ckpt: dict) -> list[tuple]:
     """The step budget and learning rate of the next update, before and after a resume's
     options (a longer run restarts the tail of a cosine schedule, say)."""
     old = TrainConfig.from_dict(ckpt["config"], device=trainer.config.device)
-    old_total = (
-        old.steps
-        if old.steps is not None
-        else old.epochs * len(trainer.order)
-        if old.epochs is not None
-        else None
-        if old.max_seconds is not None
-        else 1000
-    )
+    if "total_steps" in ckpt:  # recorded since the default length changed (1500 -> 1250)
+        old_total = ckpt["total_steps"]
+    else:
+        old_total = (
+            old.steps
+            if old.steps is not None
+            else old.epochs * len(trainer.order)
+            if old.epochs is not None
+            else None
+            if old.max_seconds is not None
+            else DEFAULT_STEPS  # the best guess for an older checkpoint of a run given no length
+        )
     changes = []
     if old_total != trainer.total_steps:
         changes.append(("total steps", old_total, trainer.total_steps))

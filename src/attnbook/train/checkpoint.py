@@ -1,8 +1,8 @@
 """Checkpoints: written atomically, read safely, and what a trainer saves and restores.
 
 A checkpoint holds the model, optimiser, scheduler, grad scaler, every random-number
-generator, the position in the batch order, the step, the config and the vocabularies
-(:meth:`CheckpointMixin.state_dict`). :func:`atomic_write` writes a temporary file and
+generator, the position in the batch order, the step and the run's length, the config and the
+vocabularies (:meth:`CheckpointMixin.state_dict`). :func:`atomic_write` writes a temporary file and
 then ``os.replace``-s it, so a crash while saving leaves the previous checkpoint whole.
 """
 
@@ -237,6 +237,7 @@ class CheckpointMixin:
         return {
             "format": CHECKPOINT_FORMAT,
             "step": self.step,
+            "total_steps": self.total_steps,  # the run's length, whatever set it
             "elapsed": self.elapsed,
             "model": self.model.state_dict(),
             "model_class": type(self.model).__name__,
