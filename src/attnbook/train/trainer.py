@@ -444,8 +444,7 @@ def train_model(
     the tensors a chapter makes on the CPU work with it afterwards."""
     if not isinstance(return_trainer, bool):
         raise TypeError(
-            f"return_trainer must be a bool, got {type(return_trainer).__name__} "
-            f"{return_trainer!r}"
+            f"return_trainer must be a bool, got {type(return_trainer).__name__} {return_trainer!r}"
         )
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
