@@ -157,3 +157,23 @@ def test_outputs_are_written_atomically(first, tmp_path, monkeypatch):
     assert after["metrics.json"] == before["metrics.json"]  # the old one, whole
     assert json.loads((out / "metrics.json").read_text())["steps"] == 10
     assert load_checkpoint(out / "checkpoint.pt")["step"] == 20  # saved before, whole
+
+
+def test_a_run_leaves_the_callers_matplotlib_alone(tmp_path, monkeypatch):
+    # a notebook that trains a run keeps its backend (inline figures) and its open figures
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    def use(*args, **kwargs):
+        pytest.fail(f"a run called matplotlib.use{args}")
+
+    monkeypatch.setattr(matplotlib, "use", use)
+    open_figure = plt.figure()
+    try:
+        before = plt.get_fignums()
+        train_run(tmp_path / "run", steps=10, **TINY)
+        assert plt.get_fignums() == before
+    finally:
+        plt.close(open_figure)
+    for picture in ("loss.png", "attention.png"):
+        assert (tmp_path / "run" / picture).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

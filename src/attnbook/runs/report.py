@@ -24,7 +24,7 @@ from .folder import write_text
 __all__ = [
     "run_metrics",
     "write_outputs",
-    "pyplot",
+    "new_figure",
     "save_figure",
     "loss_figure",
     "attention_figure",
@@ -93,31 +93,26 @@ def write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> No
         )
 
 
-def pyplot():
-    """matplotlib's pyplot, drawing off screen (Agg)."""
-    import matplotlib
+def new_figure(figsize: tuple[float, float]):
+    """A matplotlib figure with one axes that draws off screen, made without pyplot: the
+    caller's backend and open figures (a notebook's, say) stay as they were. Returns
+    ``(fig, ax)``."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots()
 
 
 def save_figure(fig, path: Path) -> None:
     """``fig`` to ``path`` (its format from the suffix, png by default), atomically."""
-    plt = pyplot()
     kind = Path(path).suffix.lstrip(".").lower() or "png"
-    try:
-        atomic_write(path, lambda f: fig.savefig(f, format=kind, dpi=100))
-    finally:
-        plt.close(fig)
+    atomic_write(path, lambda f: fig.savefig(f, format=kind, dpi=100))
 
 
 def loss_figure(history: list[dict], path: Path, title: str) -> None:
     """The training and validation losses of ``history`` (and its exact match, on a second
     axis) to ``path``."""
-    plt = pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = new_figure((7.5, 4.2))
     train = [(r["step"], r["train_loss"]) for r in history if r["train_loss"] is not None]
     val = [(r["step"], r["val_loss"]) for r in history if r["val_loss"] is not None]
     em = [(r["step"], r["exact_match"]) for r in history if r["exact_match"] is not None]
@@ -158,7 +153,6 @@ def attention_figure(
 ) -> str | None:
     """Decode ``source``, draw its cross-attention to ``path``; return the output text (None,
     and no picture, for a model without cross-attention)."""
-    plt = pyplot()
     from ..viz import heatmap
 
     device = next(model.parameters()).device
@@ -172,9 +166,7 @@ def attention_figure(
     n = out_ids.index(EOS) + 1 if EOS in out_ids else len(out_ids)
     y_labels = [tgt_vocab.itos[i] for i in out_ids[:n]]
     x_labels = [src_vocab.itos[i] for i in src[0].tolist()]
-    fig, ax = plt.subplots(
-        figsize=(max(4.0, 0.32 * len(x_labels) + 2), max(3.0, 0.32 * len(y_labels) + 1.5))
-    )
+    fig, ax = new_figure((max(4.0, 0.32 * len(x_labels) + 2), max(3.0, 0.32 * len(y_labels) + 1.5)))
     heatmap(
         weights[:n].float().cpu(),
         ["␣" if x == " " else x for x in x_labels],
