@@ -2,6 +2,7 @@
 
 import os
 import platform
+import subprocess
 import sys
 
 import torch
@@ -38,3 +39,42 @@ def measured_on(results: dict) -> str:
         f"{m['platform']}; load average before the run {m['load_before']}. Re-run with "
         f"`{results['command']}` from the repository root."
     )
+
+
+# A fixed piece of work like the chapters' (a small model's training steps: many small
+# operations and an Adam update) on one thread, timed in a fresh process. Its time says how
+# fast the machine is at that moment, so timings taken at different hours can be compared.
+REFERENCE_WORK = """
+import time, torch
+from torch import nn
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64))
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+x = torch.randn(64, 64)
+best = float("inf")
+for _ in range(3):
+    start = time.perf_counter()
+    for _ in range({steps}):
+        loss = model(x).square().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    best = min(best, time.perf_counter() - start)
+print(best)
+"""
+REFERENCE_STEPS = 1000
+
+
+def reference_seconds(steps: int = REFERENCE_STEPS) -> float:
+    """The machine's speed now: the best of 3 timings of ``steps`` Adam steps of a small MLP on
+    one thread (:data:`REFERENCE_WORK`), in seconds, in a fresh Python. The same code timed
+    in a slower hour (another tenant on the host, a lower clock) takes longer in proportion."""
+    done = subprocess.run(
+        [sys.executable, "-c", REFERENCE_WORK.format(steps=steps)],
+        env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return round(float(done.stdout.strip().splitlines()[-1]), 3)

@@ -42,7 +42,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from _machine import machine_info, measured_on, run_command
+from _machine import REFERENCE_STEPS, machine_info, measured_on, reference_seconds, run_command
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -228,6 +228,16 @@ def markdown(results: dict) -> str:
         f"{measured_on(results)} Load average after the run: {results['load_after']}.",
         "",
     ]
+    reference = results.get("reference_s")
+    if reference:
+        lines += [
+            f"The machine's speed at the time: {REFERENCE_STEPS} Adam steps of a small MLP on one "
+            f"thread (`benchmarks/_machine.py`, `reference_seconds`, best of 3) took "
+            f"{reference['before']:.2f} s before the run and {reference['after']:.2f} s after "
+            "it. The same code measured at another hour changes its times in about the same "
+            "proportion as this reference (a shared host is not equally fast all day).",
+            "",
+        ]
     chapters = results.get("chapters")
     if chapters:
         total = sum(r["seconds"] for r in chapters)
@@ -287,12 +297,14 @@ def include_text(results: dict) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     results = {"machine": machine_info(), "command": run_command("book_speed.py", argv)}
+    results["reference_s"] = {"before": reference_seconds()}
     chapters = [c.resolve() for c in args.chapters] if args.chapters else all_chapters()
     if args.only != "suite":
         results["runner"] = args.runner
         results["chapters"] = time_chapters(chapters, args.runner, args.repeats)
     if args.only != "chapters":
         results["suite"] = time_suite(args.serial)
+    results["reference_s"]["after"] = reference_seconds()
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
     results["load_after"] = [round(x, 2) for x in load] if load else None
     checks = {}

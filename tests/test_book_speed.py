@@ -83,3 +83,33 @@ def test_the_include_states_measured_times():
     text = book_speed.include_text(results)
     assert "12 to 41 seconds" in text and "`02_b.ipynb`" in text
     assert "all 2 in 0.9 min" in text and "takes 10.5 min" in text
+
+
+def test_the_results_page_states_the_machine_speed():
+    machine = {
+        "cpu_count": 2,
+        "threads": 2,
+        "processor": "x86_64",
+        "machine": "x86_64",
+        "platform": "Linux",
+        "python": "3.11.7",
+        "torch": "2.13.0",
+        "load_before": [0.1, 0.2, 0.3],
+    }
+    results = {
+        "machine": machine,
+        "command": ".venv/bin/python benchmarks/book_speed.py",
+        "load_after": [1.0, 1.0, 1.0],
+        "reference_s": {"before": 1.234, "after": 1.5},
+        "checks": {},
+    }
+    page = book_speed.markdown(results)
+    assert "took 1.23 s before the run and 1.50 s after it" in page
+
+
+def test_the_reference_work_runs_and_takes_longer_for_more_steps():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _machine import reference_seconds
+
+    short, longer = reference_seconds(steps=10), reference_seconds(steps=300)
+    assert 0 < short < longer
