@@ -127,14 +127,16 @@ def chapter_command(chapter: Path, runner: str) -> list[str]:
 def time_chapters(chapters: list[Path], runner: str, repeats: int) -> list[dict]:
     rows = []
     for chapter in chapters:
-        runs = []
+        runs, speed = [], []
         for _ in range(repeats):
+            speed.append(reference_seconds())  # how fast the machine is just now
             runs.append(timed(chapter_command(chapter, runner), ROOT, clean_env()))
             print(f"{chapter.name}: {runs[-1]['seconds']:.1f} s", flush=True)
         rows.append(
             {
                 "chapter": chapter.name,
                 "seconds": round(statistics.median(r["seconds"] for r in runs), 1),
+                "reference_s": round(statistics.median(speed), 3),
                 "runs": [r["seconds"] for r in runs],
                 "passed": all(r["passed"] for r in runs),
                 "tail": next((r["tail"] for r in runs if not r["passed"]), ""),
@@ -234,8 +236,9 @@ def markdown(results: dict) -> str:
             f"The machine's speed at the time: {REFERENCE_STEPS} Adam steps of a small MLP on one "
             f"thread (`benchmarks/_machine.py`, `reference_seconds`, best of 3) took "
             f"{reference['before']:.2f} s before the run and {reference['after']:.2f} s after "
-            "it. The same code measured at another hour changes its times in about the same "
-            "proportion as this reference (a shared host is not equally fast all day).",
+            "it, and is timed again before each chapter (the table's last column). A shared "
+            "host is not equally fast all day: the same code measured in a slower hour takes "
+            "longer, and so does this reference.",
             "",
         ]
     chapters = results.get("chapters")
@@ -244,13 +247,14 @@ def markdown(results: dict) -> str:
         lines += [
             f"## Chapters ({results['runner']}, native code paths, 2 threads, one at a time)",
             "",
-            "| chapter | seconds | passed |",
-            "|---|---:|---|",
+            "| chapter | seconds | passed | reference just before, s |",
+            "|---|---:|---|---:|",
             *(
-                f"| {r['chapter']} | {r['seconds']:.1f} | {'yes' if r['passed'] else 'NO'} |"
+                f"| {r['chapter']} | {r['seconds']:.1f} | {'yes' if r['passed'] else 'NO'} "
+                f"| {r['reference_s']:.2f} |"
                 for r in chapters
             ),
-            f"| all {len(chapters)} | {total:.1f} | |",
+            f"| all {len(chapters)} | {total:.1f} | | |",
             "",
         ]
     suite = results.get("suite")
