@@ -236,9 +236,9 @@ def markdown(results: dict) -> str:
             f"The machine's speed at the time: {REFERENCE_STEPS} Adam steps of a small MLP on one "
             f"thread (`benchmarks/_machine.py`, `reference_seconds`, best of 3) took "
             f"{reference['before']:.2f} s before the run and {reference['after']:.2f} s after "
-            "it, and is timed again before each chapter (the table's last column). A shared "
-            "host is not equally fast all day: the same code measured in a slower hour takes "
-            "longer, and so does this reference.",
+            "it, and was timed again before each chapter (the table's last column), to show "
+            "how the machine's speed moved during the run: on a shared host the same code "
+            "does not take the same time at every hour.",
             "",
         ]
     chapters = results.get("chapters")
