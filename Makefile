@@ -42,17 +42,19 @@ book: $(STAMP) js-assets live-model
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
 ## every chapter in a Colab-like environment (colab-check), the book build (-W) with its
-## widget-state check, and the built pages in Chromium. Two phases keep both cores busy
+## widget-state check, and the built pages in Chromium. Three phases keep both cores busy
 ## (benchmarks/book_speed.py times each stage; it reads the phases from this recipe):
-## 1. lint, the unit tests (two pytest-xdist workers), the Colab-like environment's install
-##    (colab-env) and the book build with its browser test (book-checks), two at a time;
+## 0. the install (.venv) and the Colab-like environment's install (colab-env), side by side;
+## 1. lint, the unit tests (two pytest-xdist workers) and the book build with its browser test
+##    (book-checks), two at a time;
 ## 2. nbval and colab-check side by side, one core each: OMP_NUM_THREADS=1 caps every chapter's
 ##    threads (setup_notebook reads it; a reader's chapter uses two), and OpenMP threads that
 ##    wait sleep instead of spinning, so the two kernels do not slow each other down. It also
 ##    shows that the compared outputs do not depend on the thread count. colab-check finds the
 ##    environment colab-env made and re-checks the install.
-test: $(STAMP)
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit colab-env book-checks
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) colab-env
+	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit book-checks
 	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE \
 	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nbval colab-check
 
@@ -91,9 +93,10 @@ nbval-native: $(STAMP)
 colab-check: $(STAMP)
 	$(PY) tests/check_colab.py
 
-## make colab-env: only make (or update) the Colab-like environment and check the install
-colab-env: $(STAMP)
-	$(PY) tests/check_colab.py --env-only
+## make colab-env: only make (or update) the Colab-like environment and check the install (it
+## needs no .venv: the script uses only the standard library, so it runs beside the install)
+colab-env:
+	$(PYTHON) tests/check_colab.py --env-only
 
 build-check: $(STAMP) js-assets live-model
 	rm -rf _build/html _build/.doctrees

@@ -149,14 +149,18 @@ def time_chapters(chapters: list[Path], runner: str, repeats: int) -> list[dict]
 
 
 def make_test_phases(makefile: Path) -> list[dict]:
-    """The phases of ``make test`` as the Makefile runs them: the install stamp, then one
-    phase per recipe line of ``test``, each with its stages, its ``-jN`` and its variables."""
+    """The phases of ``make test`` as the Makefile runs them: one phase per recipe line of
+    ``test``, each with its stages (``$(STAMP)`` is the install), its ``-jN`` and its
+    variables; the install first, as a phase of its own, if ``test`` has it as a
+    prerequisite instead."""
     text = re.sub(r"\\\n\s*", " ", makefile.read_text())  # join continued lines
-    found = re.search(r"^test:[^\n]*\n((?:\t[^\n]*\n)+)", text, re.M)
+    found = re.search(r"^test:([^\n]*)\n((?:\t[^\n]*\n)+)", text, re.M)
     if found is None:
         raise SystemExit(f"{makefile} has no `test:` target with a recipe")
-    phases = [{"stages": [INSTALL_STAGE], "jobs": 1, "env": {}}]
-    for line in found.group(1).splitlines():
+    phases = []
+    if "$(STAMP)" in found.group(1).split():
+        phases.append({"stages": [INSTALL_STAGE], "jobs": 1, "env": {}})
+    for line in found.group(2).splitlines():
         words = shlex.split(line.strip())
         if not words or words[0] != "$(MAKE)":
             raise SystemExit(f"make test's recipe line {line.strip()!r} is not a $(MAKE) call")
@@ -170,7 +174,7 @@ def make_test_phases(makefile: Path) -> list[dict]:
                 name, value = word.split("=", 1)
                 env[name] = value
             else:
-                stages.append(word)
+                stages.append(INSTALL_STAGE if word == "$(STAMP)" else word)
         phases.append({"stages": stages, "jobs": jobs, "env": env})
     return phases
 
