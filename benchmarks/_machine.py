@@ -42,8 +42,9 @@ def measured_on(results: dict) -> str:
 
 
 # A fixed piece of work like the chapters' (a small model's training steps: many small
-# operations and an Adam update) on one thread, timed in a fresh process. Its time says how
-# fast the machine is at that moment, so timings taken at different hours can be compared.
+# operations and an Adam update) on one thread, timed in a fresh process. Its time shows how
+# fast the machine was around a measurement, which helps to read timings taken at different
+# hours (it is an indication, not a correction: it does not track every workload exactly).
 REFERENCE_WORK = """
 import time, torch
 from torch import nn
@@ -68,8 +69,8 @@ REFERENCE_STEPS = 1000
 
 def reference_seconds(steps: int = REFERENCE_STEPS) -> float:
     """The machine's speed now: the best of 3 timings of ``steps`` Adam steps of a small MLP on
-    one thread (:data:`REFERENCE_WORK`), in seconds, in a fresh Python. The same code timed
-    in a slower hour (another tenant on the host, a lower clock) takes longer in proportion."""
+    one thread (:data:`REFERENCE_WORK`), in seconds, in a fresh Python. On a shared host it
+    moves from moment to moment (0.53 to 0.85 s within one run of book_speed.py)."""
     done = subprocess.run(
         [sys.executable, "-c", REFERENCE_WORK.format(steps=steps)],
         env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
