@@ -80,30 +80,51 @@ class Spelled:
         return Spelled(self.text + other.text, self.fields + other.fields)
 
 
-def _piece(text: str, name: str = "") -> Spelled:
-    return Spelled(text, (name,) * len(text))
+def _spelled(pieces: list[tuple[str, str]]) -> Spelled:
+    """``(text, field)`` pieces joined into one :class:`Spelled` (one string and one tuple built,
+    not one per piece: making a task spells some 20,000 dates)."""
+    fields = []
+    for text, name in pieces:
+        fields += [name] * len(text)
+    return Spelled("".join(text for text, _ in pieces), tuple(fields))
 
 
 # A CLDR pattern: runs of one letter are fields, text in single quotes is literal, '' is a quote.
 _TOKEN = re.compile(r"'((?:[^']|'')*)'|([A-Za-z])\2*|([^A-Za-z']+)")
 
 
-def _field(letters: str, date: datetime.date, names: dict) -> Spelled:
+def _field(letters: str, date: datetime.date, names: dict) -> tuple[str, str]:
     kind, n = letters[0], len(letters)
     if kind == "y":
         year = f"{date.year % 100:02d}" if n == 2 else f"{date.year:0{n}d}"
-        return _piece(year, "year")
+        return year, "year"
     if kind == "M":
         if n >= 3:
             width = "wide" if n == 4 else "abbreviated"
-            return _piece(names["months"][width][date.month - 1], "month")
-        return _piece(f"{date.month:0{n}d}", "month")
+            return names["months"][width][date.month - 1], "month"
+        return f"{date.month:0{n}d}", "month"
     if kind == "d":
-        return _piece(f"{date.day:0{n}d}", "day")
+        return f"{date.day:0{n}d}", "day"
     if kind == "E":
         width = "wide" if n == 4 else "abbreviated"
-        return _piece(names["days"][width][date.weekday()], "weekday")
+        return names["days"][width][date.weekday()], "weekday"
     raise ValueError(f"the CLDR pattern field {letters!r} is not supported")
+
+
+@cache
+def _pattern(locale: str, style: str) -> tuple[tuple[str, str], ...]:
+    """The CLDR pattern of ``locale`` and ``style``, read once: ``("field", letters)`` for a
+    field, ``("text", text)`` for what it writes as it is."""
+    parts = []
+    for m in _TOKEN.finditer(_cldr()[locale]["patterns"][style]):
+        quoted, letter, literal = m.groups()
+        if letter:
+            parts.append(("field", m.group(0)))
+        elif literal is not None:
+            parts.append(("text", literal))
+        else:
+            parts.append(("text", quoted.replace("''", "'") if quoted else "'"))
+    return tuple(parts)
 
 
 def format_date(date: datetime.date, locale: str = "en_US", style: str = "full") -> Spelled:
@@ -118,17 +139,17 @@ def format_date(date: datetime.date, locale: str = "en_US", style: str = "full")
         raise TypeError(f"date must be a datetime.date, got {type(date).__name__}")
     _check_choice("locale", locale, LOCALES)
     _check_choice("style", style, STYLES)
+    return _format(date, locale, style)
+
+
+def _format(date: datetime.date, locale: str, style: str) -> Spelled:
     names = _cldr()[locale]
-    out = _piece("")
-    for m in _TOKEN.finditer(names["patterns"][style]):
-        quoted, letter, literal = m.groups()
-        if letter:
-            out += _field(m.group(0), date, names)
-        elif literal is not None:
-            out += _piece(literal)
-        else:
-            out += _piece(quoted.replace("''", "'") if quoted else "'")
-    return out
+    return _spelled(
+        [
+            _field(part, date, names) if kind == "field" else (part, "")
+            for kind, part in _pattern(locale, style)
+        ]
+    )
 
 
 # The English dates task's spellings (attnbook.data.dates), with the field of every placeholder.
@@ -167,12 +188,18 @@ def human_english(date: datetime.date, template: str, weekday: bool) -> Spelled:
     values = _human_values(date)
     if weekday:
         template = _WEEKDAY_PREFIXES[1] + template  # "{W}, "
-    out = _piece("")
-    for literal, name in re.findall(r"([^{]*)(?:\{(\w+)\})?", template):
-        out += _piece(literal)
+    pieces = []
+    for literal, name in _template(template):
+        pieces.append((literal, ""))
         if name:
-            out += _piece(values[name], _HUMAN_FIELDS[name])
-    return out
+            pieces.append((values[name], _HUMAN_FIELDS[name]))
+    return _spelled(pieces)
+
+
+@cache
+def _template(template: str) -> tuple[tuple[str, str], ...]:
+    """An English template's ``(literal text, placeholder)`` pairs, read once."""
+    return tuple(re.findall(r"([^{]*)(?:\{(\w+)\})?", template))
 
 
 @dataclass
@@ -194,6 +221,16 @@ def _unambiguous(pattern: str, with_weekday: bool) -> bool:
 def _spellings(date, locale: str, styles, rng, with_weekday: bool) -> Spelled:
     """One source spelling of ``date``: a style drawn from ``styles`` that shows the weekday
     exactly when ``with_weekday`` (``"human"`` is the English task's own spellings)."""
+    choices = _choices(locale, tuple(styles), with_weekday)
+    style, template = choices[rng.randrange(len(choices))]
+    if style == "human":
+        return human_english(date, template, with_weekday)
+    return _format(date, locale, style)
+
+
+@cache
+def _choices(locale: str, styles: tuple[str, ...], with_weekday: bool) -> tuple:
+    """The ``(style, English template or None)`` spellings :func:`_spellings` draws from."""
     choices = []
     for style in styles:
         if style == "human":
@@ -202,13 +239,10 @@ def _spellings(date, locale: str, styles, rng, with_weekday: bool) -> Spelled:
             choices.append((style, None))
     if not choices:
         raise ValueError(
-            f"styles {tuple(styles)} of {locale} have no spelling "
+            f"styles {styles} of {locale} have no spelling "
             f"{'with' if with_weekday else 'without'} a weekday"
         )
-    style, template = choices[rng.randrange(len(choices))]
-    if style == "human":
-        return human_english(date, template, with_weekday)
-    return format_date(date, locale, style)
+    return tuple(choices)
 
 
 def _vocab(locale: str, human: bool) -> Vocab:
@@ -268,7 +302,7 @@ def make_dates_between(
         date = datetime.date.fromordinal(day)
         with_weekday = rng.random() < weekday_share
         source = _spellings(date, src, src_styles, rng, with_weekday)
-        target = format_date(date, tgt, "full" if with_weekday else "long")
+        target = _format(date, tgt, "full" if with_weekday else "long")
         pairs.append((source.text, target.text))
         fields[source.text], fields[target.text] = source.fields, target.fields
     return DatesBetween(
