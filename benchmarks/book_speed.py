@@ -250,19 +250,41 @@ def markdown(results: dict) -> str:
     chapters = results.get("chapters")
     if chapters:
         total = sum(r["seconds"] for r in chapters)
+        repeats = max(len(r.get("runs", [])) for r in chapters)
         lines += [
             f"## Chapters ({results['runner']}, native code paths, 2 threads, one at a time)",
             "",
-            "| chapter | seconds | passed | reference just before, s |",
-            "|---|---:|---|---:|",
-            *(
-                f"| {r['chapter']} | {r['seconds']:.1f} | {'yes' if r['passed'] else 'NO'} "
-                f"| {r['reference_s']:.2f} |"
-                for r in chapters
-            ),
-            f"| all {len(chapters)} | {total:.1f} | | |",
-            "",
         ]
+        if repeats > 1:  # the median of each chapter's runs, and every run
+            lines += [
+                f"Each chapter ran {repeats} times in a row; *seconds* is the median of its "
+                "runs, *reference* the median of the reference times taken just before them.",
+                "",
+                "| chapter | seconds | runs, s | passed | reference just before, s |",
+                "|---|---:|---|---|---:|",
+                *(
+                    f"| {r['chapter']} | {r['seconds']:.1f} | "
+                    f"{', '.join(f'{x:.1f}' for x in r['runs'])} | "
+                    f"{'yes' if r['passed'] else 'NO'} | {r['reference_s']:.2f} |"
+                    for r in chapters
+                ),
+                f"| all {len(chapters)} | {total:.1f} | "
+                + ", ".join(f"{sum(r['runs'][i] for r in chapters):.1f}" for i in range(repeats))
+                + " | | |",
+                "",
+            ]
+        else:
+            lines += [
+                "| chapter | seconds | passed | reference just before, s |",
+                "|---|---:|---|---:|",
+                *(
+                    f"| {r['chapter']} | {r['seconds']:.1f} | {'yes' if r['passed'] else 'NO'} "
+                    f"| {r['reference_s']:.2f} |"
+                    for r in chapters
+                ),
+                f"| all {len(chapters)} | {total:.1f} | | |",
+                "",
+            ]
     suite = results.get("suite")
     if suite:
         mode = "each stage alone" if suite["serial"] else "as `make test` runs them"
@@ -294,12 +316,14 @@ def include_text(results: dict) -> str:
     chapters, suite, m = results["chapters"], results["suite"], results["machine"]
     slowest = max(chapters, key=lambda r: r["seconds"])
     total = sum(r["seconds"] for r in chapters)
+    repeats = max(len(r.get("runs", [])) for r in chapters)
+    median = f" (the median of {repeats} runs of each)" if repeats > 1 else ""
     return (
         f"<!-- written by benchmarks/book_speed.py; re-run it instead of editing -->\n"
         f"Measured on {m['cpu_count']} CPU cores with {m['threads']} threads: each chapter "
         f"runs top to bottom in {min(r['seconds'] for r in chapters):.0f} to "
         f"{slowest['seconds']:.0f} seconds (the slowest is `{slowest['chapter']}`), all "
-        f"{len(chapters)} in {minutes(total)}, and `make test` from a fresh clone takes "
+        f"{len(chapters)} in {minutes(total)}{median}, and `make test` from a fresh clone takes "
         f"{minutes(suite['seconds'])}.\n"
     )
 

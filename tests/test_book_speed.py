@@ -90,6 +90,49 @@ def test_the_include_states_measured_times():
     assert "all 2 in 0.9 min" in text and "takes 10.5 min" in text
 
 
+def test_repeated_chapter_runs_show_their_median_and_every_run():
+    results = {
+        "machine": {"cpu_count": 2, "threads": 2},
+        "runner": "nbval",
+        "chapters": [
+            {
+                "chapter": "01_a.ipynb",
+                "seconds": 12.4,
+                "runs": [12.4, 11.0, 15.0],
+                "passed": True,
+                "reference_s": 0.6,
+            },
+            {
+                "chapter": "02_b.ipynb",
+                "seconds": 40.6,
+                "runs": [40.6, 41.0, 39.0],
+                "passed": True,
+                "reference_s": 0.61,
+            },
+        ],
+        "suite": {"seconds": 630.0},
+    }
+    assert "0.9 min (the median of 3 runs of each)" in book_speed.include_text(results)
+    chapters_only = {k: v for k, v in results.items() if k != "suite"}
+    page = book_speed.markdown(
+        {**chapters_only, "machine": MACHINE, "command": "c", "load_after": None, "checks": {}}
+    )
+    assert "| 01_a.ipynb | 12.4 | 12.4, 11.0, 15.0 | yes | 0.60 |" in page
+    assert "| all 2 | 53.0 | 53.0, 52.0, 54.0 | | |" in page  # the runs' sums, in order
+
+
+MACHINE = {
+    "cpu_count": 2,
+    "threads": 2,
+    "processor": "x86_64",
+    "machine": "x86_64",
+    "platform": "Linux",
+    "python": "3.11.7",
+    "torch": "2.13.0",
+    "load_before": [0.1, 0.2, 0.3],
+}
+
+
 def test_the_results_page_states_the_machine_speed():
     machine = {
         "cpu_count": 2,
