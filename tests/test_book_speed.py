@@ -90,6 +90,18 @@ def test_the_include_states_measured_times():
     assert "all 2 in 0.9 min" in text and "takes 10.5 min" in text
 
 
+MACHINE = {
+    "cpu_count": 2,
+    "threads": 2,
+    "processor": "x86_64",
+    "machine": "x86_64",
+    "platform": "Linux",
+    "python": "3.11.7",
+    "torch": "2.13.0",
+    "load_before": [0.1, 0.2, 0.3],
+}
+
+
 def test_repeated_chapter_runs_show_their_median_and_every_run():
     results = {
         "machine": {"cpu_count": 2, "threads": 2},
@@ -121,31 +133,9 @@ def test_repeated_chapter_runs_show_their_median_and_every_run():
     assert "| all 2 | 53.0 | 53.0, 52.0, 54.0 | | |" in page  # the runs' sums, in order
 
 
-MACHINE = {
-    "cpu_count": 2,
-    "threads": 2,
-    "processor": "x86_64",
-    "machine": "x86_64",
-    "platform": "Linux",
-    "python": "3.11.7",
-    "torch": "2.13.0",
-    "load_before": [0.1, 0.2, 0.3],
-}
-
-
 def test_the_results_page_states_the_machine_speed():
-    machine = {
-        "cpu_count": 2,
-        "threads": 2,
-        "processor": "x86_64",
-        "machine": "x86_64",
-        "platform": "Linux",
-        "python": "3.11.7",
-        "torch": "2.13.0",
-        "load_before": [0.1, 0.2, 0.3],
-    }
     results = {
-        "machine": machine,
+        "machine": MACHINE,
         "command": ".venv/bin/python benchmarks/book_speed.py",
         "load_after": [1.0, 1.0, 1.0],
         "reference_s": {"before": 1.234, "after": 1.5},
