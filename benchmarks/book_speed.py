@@ -229,6 +229,11 @@ def minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _repeats(chapters: list[dict]) -> int:
+    """How many times each chapter ran (``--repeats``)."""
+    return max(len(r.get("runs", [])) for r in chapters)
+
+
 def markdown(results: dict) -> str:
     lines = [
         "# How long the book and its tests take",
@@ -250,41 +255,40 @@ def markdown(results: dict) -> str:
     chapters = results.get("chapters")
     if chapters:
         total = sum(r["seconds"] for r in chapters)
-        repeats = max(len(r.get("runs", [])) for r in chapters)
+        repeats = _repeats(chapters)
+        several = repeats > 1  # then each chapter's runs are shown beside their median
         lines += [
             f"## Chapters ({results['runner']}, native code paths, 2 threads, one at a time)",
             "",
-        ]
-        if repeats > 1:  # the median of each chapter's runs, and every run
-            lines += [
-                f"Each chapter ran {repeats} times in a row; *seconds* is the median of its "
-                "runs, *reference* the median of the reference times taken just before them.",
-                "",
-                "| chapter | seconds | runs, s | passed | reference just before, s |",
-                "|---|---:|---|---|---:|",
-                *(
-                    f"| {r['chapter']} | {r['seconds']:.1f} | "
-                    f"{', '.join(f'{x:.1f}' for x in r['runs'])} | "
-                    f"{'yes' if r['passed'] else 'NO'} | {r['reference_s']:.2f} |"
-                    for r in chapters
-                ),
-                f"| all {len(chapters)} | {total:.1f} | "
+            *(
+                [
+                    f"Each chapter ran {repeats} times in a row; *seconds* is the median of its "
+                    "runs, *reference* the median of the reference times taken just before them.",
+                    "",
+                ]
+                if several
+                else []
+            ),
+            f"| chapter | seconds |{' runs, s |' if several else ''} passed "
+            "| reference just before, s |",
+            f"|---|---:|{'---|' if several else ''}---|---:|",
+            *(
+                f"| {r['chapter']} | {r['seconds']:.1f} |"
+                + (f" {', '.join(f'{x:.1f}' for x in r['runs'])} |" if several else "")
+                + f" {'yes' if r['passed'] else 'NO'} | {r['reference_s']:.2f} |"
+                for r in chapters
+            ),
+            f"| all {len(chapters)} | {total:.1f} |"
+            + (
+                " "
                 + ", ".join(f"{sum(r['runs'][i] for r in chapters):.1f}" for i in range(repeats))
-                + " | | |",
-                "",
-            ]
-        else:
-            lines += [
-                "| chapter | seconds | passed | reference just before, s |",
-                "|---|---:|---|---:|",
-                *(
-                    f"| {r['chapter']} | {r['seconds']:.1f} | {'yes' if r['passed'] else 'NO'} "
-                    f"| {r['reference_s']:.2f} |"
-                    for r in chapters
-                ),
-                f"| all {len(chapters)} | {total:.1f} | | |",
-                "",
-            ]
+                + " |"
+                if several
+                else ""
+            )
+            + " | |",
+            "",
+        ]
     suite = results.get("suite")
     if suite:
         mode = "each stage alone" if suite["serial"] else "as `make test` runs them"
@@ -316,7 +320,7 @@ def include_text(results: dict) -> str:
     chapters, suite, m = results["chapters"], results["suite"], results["machine"]
     slowest = max(chapters, key=lambda r: r["seconds"])
     total = sum(r["seconds"] for r in chapters)
-    repeats = max(len(r.get("runs", [])) for r in chapters)
+    repeats = _repeats(chapters)
     median = f" (the median of {repeats} runs of each)" if repeats > 1 else ""
     return (
         f"<!-- written by benchmarks/book_speed.py; re-run it instead of editing -->\n"
