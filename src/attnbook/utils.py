@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import math
 import numbers
 import os
 import random
@@ -31,6 +32,7 @@ __all__ = [
     "RECORDED",
     "DEVICES",
     "GLUE_PREFIX",
+    "GLUE_DIGITS",
     "PRINT_WIDTH",
 ]
 
@@ -116,19 +118,27 @@ def setup_notebook(seed: int = 0, device: str = "auto", threads: int | None = 2)
 GLUE_PREFIX = "application/papermill.record/"
 
 
-def glue(name: str, value, display: bool = False, digits: int | None = None):
+# A float is glued with at most this many significant digits. float32, the dtype of every tensor
+# the chapters compute, carries about 7, and the last of them move from one CPU's kernels to
+# another's (a softmax glued at 10 digits read 2.899628878 on one machine and 2.899628639 on
+# another): 5 leaves two digits of room, and is more than the prose shows.
+GLUE_DIGITS = 5
+
+
+def glue(name: str, value, display: bool = False, digits: int = GLUE_DIGITS):
     """Make ``value`` available to the chapter's prose as ``{glue:text}`name```.
 
     Every number the text quotes is computed by a cell and glued, so text and output cannot
     disagree. This writes the same output as ``myst_nb.glue`` (which the book build reads)
     but needs only IPython, so a chapter runs where myst-nb is not installed (Colab). Glue
     plain Python values (``float(x)``, ``int(n)``, a ``str``); the prose formats them, for
-    example ``{glue:text}`acc:.1%```. Returns ``value`` (rounded, when ``digits`` is given).
+    example ``{glue:text}`acc:.1%```. Returns ``value`` (a float rounded as it is glued).
 
-    ``digits`` rounds a float to that many significant digits first. A value that is exact in
-    mathematics but computed in floating point (a softmax weight, a learning rate) can differ
-    in its last bits from one CPU to another; rounded to 10 digits it is the same text on every
-    machine, and still far more digits than the prose shows.
+    A float is rounded to ``digits`` significant digits, at most :data:`GLUE_DIGITS` (5): a
+    result computed in float32 carries about 7, and strict nbval compares the glued text on
+    every reader's CPU, whose kernels move the last of them. The value before rounding is kept
+    in the output's metadata (``attnbook.value``, not compared), so a test can check that the
+    glued text does not sit at a rounding boundary, where a CPU's last bit would flip it.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an identifier-like str, got {name!r}")
@@ -139,21 +149,28 @@ def glue(name: str, value, display: bool = False, digits: int | None = None):
         )
     if not isinstance(display, bool):
         raise TypeError(f"display must be a bool, got {type(display).__name__} {display!r}")
-    if digits is not None:
-        if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= 17:
-            raise ValueError(f"digits must be an int from 1 to 17, got {digits!r}")
-        if isinstance(value, str):
-            raise TypeError(f"digits rounds numbers, but the value for {name!r} is a str")
+    if isinstance(digits, bool) or not isinstance(digits, int) or not 1 <= digits <= GLUE_DIGITS:
+        raise ValueError(
+            f"digits must be an int from 1 to {GLUE_DIGITS} (a float32 result carries about 7 "
+            f"significant digits, and CPUs differ in the last), got {digits!r}"
+        )
+    if digits != GLUE_DIGITS and isinstance(value, str):
+        raise TypeError(f"digits rounds numbers, but the value for {name!r} is a str")
+    exact = None
     if not isinstance(value, str):  # numpy scalars would print as np.float64(...)
         value = int(value) if isinstance(value, numbers.Integral) else float(value)
-        if digits is not None and isinstance(value, float):
-            value = float(f"{value:.{digits}g}")
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                raise ValueError(f"value for {name!r} must be finite, got {value!r}")
+            exact, value = value, float(f"{value:.{digits}g}")
     from IPython.core.formatters import format_display_data
     from IPython.display import display as ipy_display
 
     bundle, metadata = format_display_data(value)
     prefix = "" if display else GLUE_PREFIX
     metadata["scrapbook"] = {"name": name, "mime_prefix": prefix}
+    if exact is not None:
+        metadata["attnbook"] = {"value": repr(exact), "digits": digits}
     ipy_display({prefix + k: v for k, v in bundle.items()}, raw=True, metadata=metadata)
     return value
 
