@@ -72,8 +72,8 @@ def _rnn_encoder_decoder(c: _Canvas) -> None:
 @_figure(
     "attention_three_steps",
     "Attention in three steps: score, softmax, weighted sum",
-    """Three encoder states h₁, h₂, h₃ and the decoder state s_{t-1} go through three steps. Step
-    1 scores each encoder state against the decoder state, e_{t,i} = score(s_{t-1}, h_i), giving
+    """Three encoder states h₁, h₂, h₃ and the decoder state s_t go through three steps. Step
+    1 scores each encoder state against the decoder state, e_{t,i} = score(s_t, h_i), giving
     2.0, 1.0 and 0.1. Step 2 turns the scores into weights with a softmax over i: α_{t,i} = 0.66,
     0.24 and 0.10, which sum to 1. Step 3 sums the encoder states with these weights into the
     context vector c_t = Σ_i α_{t,i} h_i = 0.66 h₁ + 0.24 h₂ + 0.10 h₃.""",
@@ -85,13 +85,13 @@ def _attention_three_steps(c: _Canvas) -> None:
     alphas = [math.exp(e) / total for e in scores]
     top, row = 118, 56
     for x, head, formula in [
-        (200, "1  score", "e_{t,i} = score(s_{t-1}, h_i)"),
+        (200, "1  score", "e_{t,i} = score(s_t, h_i)"),
         (390, "2  softmax over i", "α_{t,i} = exp e_{t,i} / Σ_j exp e_{t,j}"),
         (600, "3  weighted sum", "c_t = Σ_i α_{t,i} h_i"),
     ]:
         c.text(x, 28, head, size=17, bold=True)
         c.text(x, 56, formula)
-    q = c.box(18, 28, 84, 44, "s_{t-1}", "dec")
+    q = c.box(18, 28, 84, 44, "s_t", "dec")
     c.text(q.cx, 86, "query", size=13, colour=_GREY)
     ctx = c.box(560, top + row - 26, 84, 52, "c_t", "ctx", size=18, bold=True)
     c.line(q.right, (125, q.cy), (125, top + 2 * row + 20), colour=_GREY, dashed=True, arrow=0)
@@ -106,12 +106,10 @@ def _attention_three_steps(c: _Canvas) -> None:
         c.rect(302, y + 6, 150 * a, 28, fill=_tint("purple", 0.35), stroke=_dark("purple"), rx=3)
         c.text(302 + 150 * a + 8, y + 20, f"α_{{t,{i + 1}}} = {a:.2f}", anchor="start", size=14)
         c.line((500, y + 20), ctx.left, colour="purple", width=1 + 5 * a)
-    c.text(125, top + 3 * row + 4, "s_{t-1} compared\nwith each h_i", size=13, colour=_GREY)
+    c.text(125, top + 3 * row + 4, "s_t compared\nwith each h_i", size=13, colour=_GREY)
     c.text(ctx.cx, ctx.y + ctx.h + 48, "= 0.66 h_1\n+ 0.24 h_2\n+ 0.10 h_3", size=14)
     c.text(390, top + 3 * row + 6, "weights ≥ 0, sum to 1", size=13, colour=_GREY)
-    c.text(
-        350, 340, "Only step 1 differs between attention variants (the score function).", size=14
-    )
+    c.text(350, 340, "Of the three steps, only step 1 differs between variants.", size=14)
 
 
 @_figure(
