@@ -10,7 +10,7 @@ export MKL_NUM_THREADS ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
 .PHONY: book test lint unit nbval nbval-native colab-check colab-env build-check book-checks \
-	browser js-assets live-model notebooks pin lab clean pretrained-check
+	browser js-assets live-model notebooks pin lab clean pretrained-check portability
 
 # Create .venv when missing; reinstall when the requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -149,6 +149,15 @@ $(LIVE_MODEL): src/attnbook/pretrained/weights/dates-transformer.pt \
 NB ?= book/[0-9]*.ipynb
 notebooks: $(STAMP)
 	$(PY) tests/execute_notebooks.py $(NB)
+
+## make portability: the portability matrix (benchmarks/portability.py): every chapter under strict
+## nbval on each CPU code path a reader's machine may take (ATEN_CPU_CAPABILITY default/avx2/
+## avx512, MKL_CBWR COMPATIBLE/AVX2/AVX512, native), on 1 and 2 threads; about 40 minutes on 2
+## cores for the whole book. NB=book/11_masking.ipynb runs some chapters and keeps the other
+## rows. Run it on a chapter before its change lands: tests/test_portability.py fails on a
+## chapter whose code or stored outputs changed since its row of the record was made.
+portability: $(STAMP)
+	$(PY) benchmarks/portability.py $(if $(filter-out book/[0-9]*.ipynb,$(NB)),$(NB))
 
 ## make pin: point every chapter's Colab install line at the last commit that changed the
 ## package, running nothing (after a package change that strict nbval shows changes no output)
