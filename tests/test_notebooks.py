@@ -197,3 +197,87 @@ def test_glued_names_are_unique_and_used(notebook):
     text = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
     unused = [n for n in names if not re.search(r"\{glue(:\w+)?\}`" + re.escape(n) + r"[`:]", text)]
     assert not unused, f"{path.name}: glued but never used in the prose: {unused}"
+
+
+# A float computed in float32 carries about 7 significant digits, and another CPU's kernels move
+# the last ones: strict nbval compares the glued text on every reader's machine (issue 38).
+FLOAT32_RTOL = 2.0**-20  # 8 float32 ulps near 1.0: how far a short computation's result moves
+
+
+def significant_digits(text: str) -> int:
+    from decimal import Decimal
+
+    return len(Decimal(text).normalize().as_tuple().digits)
+
+
+def glued_floats(nb):
+    """(code cell number, name, glued text, attnbook.glue's record of the value before
+    rounding and its digits (None if another glue wrote it), compared by nbval) for each float
+    glued in the notebook."""
+    for i, cell in enumerate(code_cells(nb)):
+        compared = "nbval-ignore-output" not in tags(cell)
+        for o in cell.get("outputs", []):
+            meta = o.get("metadata", {})
+            if "scrapbook" not in meta:
+                continue
+            text = "".join(next(v for k, v in o["data"].items() if k.endswith("text/plain")))
+            if re.fullmatch(r"-?(\d+\.\d*|\d*\.\d+)(e[-+]?\d+)?|-?\d+e[-+]?\d+", text):
+                yield i + 1, meta["scrapbook"]["name"], text, meta.get("attnbook"), compared
+
+
+def test_glued_floats_carry_no_more_digits_than_float32_holds(notebook):
+    from attnbook.utils import GLUE_DIGITS
+
+    path, nb = notebook
+    too_long = [
+        f"cell {i} {name} = {text}"
+        for i, name, text, _, _ in glued_floats(nb)
+        if significant_digits(text) > GLUE_DIGITS
+    ]
+    assert not too_long, (
+        f"{path.name}: floats glued with more than {GLUE_DIGITS} significant digits (float32 "
+        f"carries about 7, and CPUs differ in the last); glue them with attnbook.glue: "
+        f"{too_long}"
+    )
+
+
+def test_compared_glues_sit_off_rounding_boundaries(notebook):
+    """A compared glue whose value lies within a few float32 ulps of a rounding boundary reads
+    otherwise on a CPU whose result differs in the last bits: glue it with fewer digits. (A
+    value that rounding leaves as it is, such as a constant 0.95, has no boundary near it.)"""
+    path, nb = notebook
+    fragile = []
+    for i, name, text, record, compared in glued_floats(nb):
+        if not compared:
+            continue
+        assert record is not None, f"{path.name}: cell {i} glued {name} without attnbook.glue"
+        value, digits = float(record["value"]), record["digits"]
+        if value == float(text):
+            continue
+        moved = {float(f"{value * (1 + s * FLOAT32_RTOL):.{digits}g}") for s in (-1, 1)}
+        if moved != {float(text)}:
+            fragile.append(f"cell {i} {name} = {record['value']} -> {text}")
+    assert not fragile, (
+        f"{path.name}: glued values within {FLOAT32_RTOL:.1e} (relative) of a rounding "
+        f"boundary, whose text a CPU's last bits would change; glue them with fewer digits: "
+        f"{fragile}"
+    )
+
+
+GLUE_REF = re.compile(r"\{glue(?::text)?\}`(\w+)(?::([^`]*))?`")
+
+
+def test_the_prose_shows_a_glued_float_as_its_unrounded_value_would_show(notebook):
+    """Rounding to the glued digits and then to the prose's format must give what the prose
+    would show of the value itself (0.124996 glued as 0.125 would read 0.13 at .2f, not 0.12)."""
+    path, nb = notebook
+    records = {name: (text, rec) for _, name, text, rec, _ in glued_floats(nb) if rec}
+    prose = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+    wrong = []
+    for name, spec in set(GLUE_REF.findall(prose)):
+        if name in records and spec:
+            text, rec = records[name]
+            shown, meant = format(float(text), spec), format(float(rec["value"]), spec)
+            if shown != meant:
+                wrong.append(f"{name}:{spec} shows {shown}, the value is {meant}")
+    assert not wrong, f"{path.name}: glued floats shown otherwise than their values: {wrong}"
