@@ -242,7 +242,8 @@ VIEW = """() => { const r = document.querySelector('.attnbook-live');
 
 def test_the_menus_and_the_stepper_change_the_view(live):
     """Each kind, layer and head draws its own map (the cells' values are that map's), and
-    the stepper moves the highlighted output character and query row."""
+    the stepper moves the highlighted output character and query row (in the decoder and cross
+    views; the encoder view highlights no row)."""
     page = live[0]
     result = page.evaluate(VIEW)["result"]
     layers = len(result["attention"]["cross"])
@@ -253,6 +254,9 @@ def test_the_menus_and_the_stepper_change_the_view(live):
     cols["decoder_self"] = result["reads"]
     for kind in ("encoder_self", "decoder_self", "cross"):
         page.select_option(".al-kind", kind)
+        # chapter 13: the decoder and cross maps highlight the row of the step shown, the encoder
+        # map (whose rows are source characters, not steps) highlights none
+        assert (page.evaluate(VIEW)["row"] is None) == (kind == "encoder_self"), kind
         for layer in range(layers):
             page.select_option(".al-layer", str(layer))
             for head in range(len(result["attention"][kind][layer])):
