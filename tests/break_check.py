@@ -56,7 +56,11 @@ def break_and_run(path: Path, cell: int, old: str, new: str) -> tuple[int | None
                 ),
                 None,
             )
-            return raised, str(error).strip().splitlines()[-1]
+            lines = [ln for ln in str(error).strip().splitlines() if ln.strip()]
+            # the error's last line, and the assertion that raised it (its source line, where
+            # the error has no message of its own)
+            where = next((ln.strip() for ln in reversed(lines) if "assert" in ln), "")
+            return raised, lines[-1] + (f" at: {where}" if where and where != lines[-1] else "")
     return None, ""
 
 

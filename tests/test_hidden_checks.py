@@ -62,9 +62,17 @@ class _Literals(ast.NodeVisitor):
         if isinstance(node, ast.Lambda | ast.Await | ast.Yield | ast.YieldFrom | ast.NamedExpr):
             return False
         if isinstance(node, ast.Call):
-            # a builtin called on literals is literal (len, sum, range ...); any other call
-            # computes something (a function the notebook defined, a method, a module's)
-            if not (isinstance(node.func, ast.Name) and node.func.id in vars(builtins)):
+            # a builtin or a math function called on literals is literal (len, sum, range,
+            # math.isqrt ...); any other call computes something (a function the notebook
+            # defined, a method, another module's)
+            func = node.func
+            builtin = isinstance(func, ast.Name) and func.id in vars(builtins)
+            constant = (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id in CONSTANT_MODULES
+            )
+            if not (builtin or constant):
                 return False
         if isinstance(node, ast.Name):
             return node.id in self.literal or node.id in bound or node.id in vars(builtins)
@@ -198,7 +206,7 @@ def test_the_lint_finds_planted_tautologies_and_passes_real_checks():
         "L = 10\nheads = (1, 2, 4, 8)\nacc = model_accuracy()\nimport math",
         # tautologies: arithmetic on literals, names bound to literals, loops over literals
         "assert len({h * L**2 * (512 // h) for h in heads}) == 1",
-        "assert 2 + 2 == 4\nassert math.pi > 3\nfor h in heads:\n    assert 512 % h == 0",
+        "assert 2 + 2 == 4\nassert math.isqrt(64) ** 2 == 64\nfor h in heads:\n    assert 512 % h == 0",
         "n = L * 3\nassert n == 30",
         # real checks: each reads a value the notebook computed
         "assert acc > 0.9",

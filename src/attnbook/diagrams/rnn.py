@@ -180,8 +180,8 @@ def _flow(c: _Canvas, x: float, steps: list[tuple[str, str]], y0: float) -> None
     """Four panels, one per score function, each turning a query q and a key k into one number.
     Dot: q · k, no parameters. Scaled dot: q · k / √d_k, no parameters. General (Luong):
     qᵀ W_a k, with a learned matrix W_a. Additive (Bahdanau): v_aᵀ tanh(W_a [q; k]), with a
-    learned matrix W_a and vector v_a. The first three need one matrix product for all pairs;
-    additive runs a small network per pair.""",
+    learned matrix W_a and vector v_a. The first three score all pairs with one matrix product
+    (general after multiplying the queries by W_a); additive runs a small network per pair.""",
     height=420,
 )
 def _score_functions(c: _Canvas) -> None:
