@@ -17,6 +17,7 @@ that raised is code cell N (the check meant to catch it, not an earlier accident
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import sys
 import tempfile
@@ -56,10 +57,11 @@ def break_and_run(path: Path, cell: int, old: str, new: str) -> tuple[int | None
                 ),
                 None,
             )
-            lines = [ln for ln in str(error).strip().splitlines() if ln.strip()]
-            # the error's last line, and the assertion that raised it (its source line, where
-            # the error has no message of its own)
-            where = next((ln.strip() for ln in reversed(lines) if "assert" in ln), "")
+            text = re.sub(r"\x1b\[[0-9;]*m", "", str(error))
+            lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+            # the error's last line, and the line that raised it (IPython marks it ---->)
+            where = next((ln.strip() for ln in reversed(lines) if re.match(r"\s*-+>", ln)), "")
+            where = where or next((ln.strip() for ln in reversed(lines) if "assert" in ln), "")
             return raised, lines[-1] + (f" at: {where}" if where and where != lines[-1] else "")
     return None, ""
 
