@@ -213,12 +213,15 @@ def run_matrix(chapters: list[Path], paths: list[dict], threads: tuple[int, ...]
     return results
 
 
-def git_head() -> str:
+def git_head(chapters: list[Path]) -> str:
+    """The commit the chapters ran at, with ``+changes`` where they or the package had changes
+    not yet committed."""
+
     def git(*args):
         return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
 
     head = git("rev-parse", "--short=12", "HEAD").stdout.strip() or "unknown"
-    dirty = git("status", "--porcelain", "--", "book", "src").stdout.strip()
+    dirty = git("status", "--porcelain", "--", "src", *map(str, chapters)).stdout.strip()
     return head + ("+changes" if dirty else "")
 
 
@@ -300,7 +303,7 @@ def main(argv=None) -> int:
         native=torch.backends.cpu.get_cpu_capability(),
         paths=[p["name"] for p in paths],
     )
-    head, today = git_head(), date.today().isoformat()
+    head, today = git_head(chapters), date.today().isoformat()
     for chapter in chapters:
         runs = sorted(results[chapter.name], key=lambda r: (r["threads"], r["path"]))
         record["chapters"][chapter.name] = {
