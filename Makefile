@@ -152,8 +152,8 @@ notebooks: $(STAMP)
 
 ## make portability: the portability matrix (benchmarks/portability.py): every chapter under strict
 ## nbval on each CPU code path a reader's machine may take (ATEN_CPU_CAPABILITY default/avx2/
-## avx512, MKL_CBWR COMPATIBLE/AVX2/AVX512, native), on 1 and 2 threads; about 40 minutes on 2
-## cores for the whole book. NB=book/11_masking.ipynb runs some chapters and keeps the other
+## avx512, MKL_CBWR COMPATIBLE/AVX2/AVX512, native), on 1 and 2 threads: 14 runs of each chapter on
+## an AVX-512 machine with MKL. NB=book/11_masking.ipynb runs some chapters and keeps the other
 ## rows. Run it on a chapter before its change lands: tests/test_portability.py fails on a
 ## chapter whose code or stored outputs changed since its row of the record was made.
 portability: $(STAMP)
