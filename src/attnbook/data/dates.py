@@ -1,9 +1,10 @@
 """The dates task's spellings: a date written in one of many human ways.
 
-Month and weekday names, the templates (numbers always day first, so every input has one right
-answer), the options and the character set of the inputs. :func:`~attnbook.data.tasks.make_task`
-generates the task from them; :mod:`attnbook.languages` writes the same templates in other
-languages. Nothing here is public: the names are the task's internals.
+Month and weekday names, the templates (numeric dates put the day before the month, except the
+ISO form year-month-day, so every input has one right answer), the options and the character
+set of the inputs. :func:`~attnbook.data.tasks.make_task` generates the task from them;
+:mod:`attnbook.languages` writes the same templates in other languages. Nothing here is public:
+the names are the task's internals.
 """
 
 from __future__ import annotations
@@ -39,9 +40,10 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-# Each format: (weekday part or None, the date part). Numeric formats are always day first, so
-# every input has one right answer. {W} weekday, {w} its 3-letter form, {M} month, {m} 3-letter
-# month, {d} day, {dd} 2-digit day, {o} ordinal day, {n} month number, {nn} 2-digit, {y} year.
+# Each format: (weekday part or None, the date part). Numeric formats put the day before the
+# month (the ISO form {y}-{nn}-{dd} aside), so every input has one right answer. {W} weekday,
+# {w} its 3-letter form, {M} month, {m} 3-letter month, {d} day, {dd} 2-digit day, {o} ordinal
+# day, {n} month number, {nn} 2-digit, {y} year.
 _DATE_FORMATS = (
     "{d} {M} {y}",
     "{d} {m} {y}",

@@ -135,9 +135,9 @@ def make_task(
 
     ``dates``: a date between ``start_year`` and ``end_year`` (default 1900..2099) written in
     one of many human ways (``"9 May 2018"``, ``"may 9th, 2018"``, ``"9.5.2018"``,
-    ``"WEDNESDAY, 09/05/2018"``; numbers always day first; the weekday, when written, is the
-    true one) -> ``"2018-05-09"``. Each *date* belongs to one split, so a test date was never
-    seen in training in any spelling.
+    ``"WEDNESDAY, 09/05/2018"``; numeric dates put the day before the month, except the ISO
+    form; the weekday, when written, is the true one) -> ``"2018-05-09"``. Each *date* belongs
+    to one split, so a test date was never seen in training in any spelling.
 
     Sources are distinct within and across the splits. Unknown options are a ``TypeError``.
     """
