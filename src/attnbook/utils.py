@@ -134,7 +134,7 @@ def glue(name: str, value, display: bool = False, digits: int = GLUE_DIGITS):
     plain Python values (``float(x)``, ``int(n)``, a ``str``); the prose formats them, for
     example ``{glue:text}`acc:.1%```. Returns ``value`` (a float rounded as it is glued).
 
-    A float is rounded to ``digits`` significant digits, at most :data:`GLUE_DIGITS` (5): a
+    A float is rounded to ``digits`` significant digits, at most ``GLUE_DIGITS`` (5): a
     result computed in float32 carries about 7, and strict nbval compares the glued text on
     every reader's CPU, whose kernels move the last of them. The value before rounding is kept
     in the output's metadata (``attnbook.value``, not compared), so a test can check that the
