@@ -80,8 +80,8 @@ NBVAL := $(PY) -m pytest --nbval book --nbval-current-env \
 	--nbval-sanitize-with tests/nbval_sanitize.cfg -p no:cacheprovider -p no:hypothesispytest
 
 ## strict nbval with ATen's and MKL's other code paths: float results move in their last digits
-## as on a CPU of another kind (AVX2, AVX-512, ARM), so this proves the compared outputs do not
-## depend on the CPU that recorded them
+## as on a CPU of another kind, so this checks on one other path that the compared outputs do not
+## depend on the CPU that recorded them (make portability checks the other paths)
 nbval: $(STAMP)
 	ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE $(NBVAL)
 
@@ -151,11 +151,13 @@ notebooks: $(STAMP)
 	$(PY) tests/execute_notebooks.py $(NB)
 
 ## make portability: the portability matrix (benchmarks/portability.py): every chapter under strict
-## nbval on each CPU code path a reader's machine may take (ATEN_CPU_CAPABILITY default/avx2/
-## avx512, MKL_CBWR COMPATIBLE/AVX2/AVX512, native), on 1 and 2 threads: 14 runs of each chapter on
-## an AVX-512 machine with MKL. NB=book/11_masking.ipynb runs some chapters and keeps the other
-## rows. Run it on a chapter before its change lands: tests/test_portability.py fails on a
-## chapter whose code or stored outputs changed since its row of the record was made.
+## nbval on the CPU code paths this machine can simulate: native, ATEN_CPU_CAPABILITY default and
+## avx2 (those below the native one), MKL_CBWR COMPATIBLE/AVX2/AVX512, and ATen default with MKL
+## COMPATIBLE (make nbval's path), on 1 and 2 threads: 14 runs of each chapter on an AVX-512
+## machine with MKL. NB=book/11_masking.ipynb runs some chapters and keeps the other rows. Run it
+## on a chapter before its change lands: tests/test_portability.py fails on a chapter whose code,
+## cell tags or stored outputs changed since its row of the record was made (a package change
+## alone does not: re-run the chapters that use it).
 portability: $(STAMP)
 	$(PY) benchmarks/portability.py $(if $(filter-out book/[0-9]*.ipynb,$(NB)),$(NB))
 

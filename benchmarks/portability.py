@@ -1,5 +1,5 @@
-"""The portability matrix: every chapter under strict nbval on every CPU code path a reader's
-machine may take, simulated on this one.
+"""The portability matrix: every chapter under strict nbval on the CPU code paths that ATen's and
+MKL's switches let this machine take, a stand-in for the machines readers have.
 
 A CPU picks its own kernels: ATen (PyTorch's own operators) runs its ``default``, ``avx2`` or
 ``avx512`` code, MKL (the matrix products) its ``COMPATIBLE``, ``AVX2`` or ``AVX512`` code, on
@@ -12,7 +12,7 @@ path, so the whole matrix runs here:
 * ``aten=default``, ``aten=avx2``, ``aten=avx512``: one ATen path each (only those this CPU can
   run, and not the one it picks natively, which ``native`` already is);
 * ``mkl=COMPATIBLE``, ``mkl=AVX2``, ``mkl=AVX512``: one MKL path each (x86 builds with MKL);
-* ``aten=default mkl=COMPATIBLE``: both at once, the path ``make nbval`` runs;
+* ``aten=default mkl=COMPATIBLE``: both at once, the path ``make nbval`` runs (with MKL);
 
 each on 1 and on 2 threads. Every chapter runs under strict nbval (``make nbval``'s command) on
 every path, in a fresh process, as many runs side by side as the machine has cores (``--jobs``).
@@ -25,9 +25,10 @@ Run from the repository root (14 runs of each chapter on an AVX-512 machine with
     .venv/bin/python benchmarks/portability.py book/11_masking.ipynb   # some chapters
 
 The result is recorded in ``benchmarks/results/portability.{json,md}``. A run of some chapters
-replaces those chapters' rows and keeps the others, so the record always holds the whole book.
-Each row records a digest of its chapter's code and stored outputs (comments and the Colab pin
-left out), and ``tests/test_portability.py`` fails when a chapter's code or outputs changed
+replaces those chapters' rows and keeps the others, so once every chapter has run the record
+holds the whole book (its machine line and path list are the latest run's).
+Each row records a digest of its chapter's code, cell tags and stored outputs (comments and the
+Colab pin left out; the package's code is not in it), and ``tests/test_portability.py`` fails when a chapter's code or outputs changed
 since its row was recorded, or when a recorded run failed: run the matrix on a chapter before
 its change lands. The exit status is 1 if any path
 failed.

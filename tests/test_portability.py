@@ -1,5 +1,7 @@
-"""The portability matrix (issue 38): every chapter was run under strict nbval on every CPU code
-path a reader's machine may take, after its last change, and nothing failed.
+"""The portability matrix (issue 38): every chapter ran under strict nbval on each CPU code path
+of benchmarks/portability.py (the ATen and MKL paths its machine could simulate, on 1 and 2
+threads) since its code, cell tags or stored outputs last changed, and no run failed. (A change
+to the attnbook package alone is not seen here: re-run the chapters that use it.)
 
 ``benchmarks/portability.py`` (``make portability``) runs the matrix and records it in
 ``benchmarks/results/portability.json``. This file checks that record against the chapters as

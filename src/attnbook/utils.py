@@ -135,10 +135,12 @@ def glue(name: str, value, display: bool = False, digits: int = GLUE_DIGITS):
     example ``{glue:text}`acc:.1%```. Returns ``value`` (a float rounded as it is glued).
 
     A float is rounded to ``digits`` significant digits, at most ``GLUE_DIGITS`` (5): a
-    result computed in float32 carries about 7, and strict nbval compares the glued text on
-    every reader's CPU, whose kernels move the last of them. The value before rounding is kept
-    in the output's metadata (``attnbook.value``, not compared), so a test can check that the
-    glued text does not sit at a rounding boundary, where a CPU's last bit would flip it.
+    result computed in float32 carries about 7, and strict nbval compares the glued text
+    wherever it runs (``make test``, CI, each path of ``make portability``), on CPUs whose
+    kernels move the last of them. The value before rounding is kept in the output's metadata
+    (``attnbook.value``, which nbval does not compare), so a test can check that the glued text
+    does not sit within 2**-20 (relative) of a rounding boundary, where another CPU's last bits
+    would flip it.
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"name must be an identifier-like str, got {name!r}")
