@@ -139,7 +139,7 @@ def glue(name: str, value, display: bool = False, digits: int = GLUE_DIGITS):
     wherever it runs (``make test``, CI, each path of ``make portability``), on CPUs whose
     kernels move the last of them. The value before rounding is kept in the output's metadata
     (``attnbook.value``, which nbval does not compare), so a test can check that the glued text
-    does not sit within 2**-20 (relative) of a rounding boundary, where another CPU's last bits
+    does not sit within ``2**-20`` (relative) of a rounding boundary, where another CPU's last bits
     would flip it.
     """
     if not isinstance(name, str) or not name.isidentifier():
