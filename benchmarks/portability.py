@@ -63,7 +63,7 @@ MKL_PATHS = ("COMPATIBLE", "AVX2", "AVX512")
 THREADS = (1, 2)
 # the setup cell's Colab install line names the package's commit; a re-pin changes no result
 PIN = re.compile(r'commit = "[0-9a-f]{40}"')
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
+ANSI = re.compile(r"(\x1b|#x1B)\[[0-9;]*m")  # colour codes, as the terminal or JUnit writes them
 
 
 def _without_comments(source: str) -> str:
@@ -145,7 +145,12 @@ def failures(junit: Path) -> tuple[list[int], list[dict]]:
             error = next(
                 (ln for ln in reversed(lines) if re.match(r"\w+(Error|Exception)", ln)), ""
             )
-            raised.append({"cell": cell, "error": (error or lines[-1] if lines else "")[:300]})
+            error = error or (lines[-1] if lines else "")
+            # the line that raised, which IPython marks with an arrow (an assert has no message)
+            line = next((ln for ln in reversed(lines) if re.match(r"-+>", ln)), "")
+            if line:
+                error += " at " + re.sub(r"^-+>\s*\d*\s*", "", line)
+            raised.append({"cell": cell, "error": error[:300]})
     return differ, raised
 
 

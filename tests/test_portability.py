@@ -87,7 +87,8 @@ JUNIT = """<?xml version="1.0" encoding="utf-8"?>
 <testcase classname="book.11_masking.ipynb" name="Cell 3"/>
 <testcase classname="book.11_masking.ipynb" name="Cell 26">
 <failure message="#x1B[91mCell execution caused an exception#x1B[0m">Traceback
-AssertionError: only the masked model can generate</failure></testcase>
+#x1B[32m----&gt; 9#x1B[39m #x1B[38;5;28;01massert#x1B[39;00m acc_ok &gt; 0.9
+#x1B[31mAssertionError#x1B[39m: only the masked model can generate</failure></testcase>
 <testcase classname="book.11_masking.ipynb" name="Cell 30">
 <failure message="Cell outputs differ">Expected: 2.89962 Got: 2.89963</failure></testcase>
 </testsuite></testsuites>
@@ -99,7 +100,12 @@ def test_failures_tell_differing_outputs_from_raised_cells(tmp_path):
     junit.write_text(JUNIT)
     differ, raised = portability.failures(junit)
     assert differ == [30]
-    assert raised == [{"cell": 26, "error": "AssertionError: only the masked model can generate"}]
+    assert raised == [
+        {
+            "cell": 26,
+            "error": "AssertionError: only the masked model can generate at assert acc_ok > 0.9",
+        }
+    ]
 
 
 def test_the_digest_sees_code_and_outputs_but_not_comments_prose_or_the_pin(tmp_path):
