@@ -237,8 +237,9 @@ def markdown(record: dict) -> str:
     lines = [
         "# The portability matrix",
         "",
-        "Every chapter under strict nbval on each CPU code path, simulated with "
-        "`ATEN_CPU_CAPABILITY` and `MKL_CBWR` on 1 and 2 threads (`benchmarks/portability.py`; "
+        "Every chapter under strict nbval on each CPU code path this machine can be made to "
+        "take with `ATEN_CPU_CAPABILITY` and `MKL_CBWR` (one library's path at a time, and both "
+        "at once as `make nbval` runs), on 1 and 2 threads (`benchmarks/portability.py`; "
         "re-run with `make portability`, or `make portability NB=book/NN_x.ipynb` for some "
         "chapters). `ok`: every stored output matched and no cell raised; `differ N`: the "
         "stored output of cell N differs; `raised N`: cell N raised (its error below).",
