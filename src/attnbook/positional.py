@@ -29,6 +29,7 @@ from ._checks import (
     check_tensor,
     checked,
 )
+from ._limits import FLOAT_BYTES, check_memory, is_size, sinusoidal_bytes
 
 __all__ = ["sinusoidal_encoding", "relative_shift_matrix", "PositionalEncoding"]
 
@@ -164,3 +165,44 @@ def _check_positional_forward(self, x, offset=0) -> None:
 
 
 PositionalEncoding.forward = checked(_check_positional_forward)(PositionalEncoding.forward)
+
+
+# the sizes each table needs, checked before it is built (:mod:`attnbook._limits`)
+
+
+def _check_sinusoidal(n_positions, d_model, base=10000.0) -> None:
+    if is_size(n_positions) and is_size(d_model):
+        check_memory(
+            "sinusoidal_encoding",
+            {"n_positions": n_positions, "d_model": d_model},
+            "the (n_positions, d_model) table, computed in float64",
+            sinusoidal_bytes(n_positions, d_model),
+        )
+
+
+def _check_relative_shift(offset, d_model, base=10000.0) -> None:
+    if is_size(d_model):
+        check_memory(
+            "relative_shift_matrix",
+            {"d_model": d_model},
+            "the (d_model, d_model) matrix, computed in float64",
+            12 * d_model * d_model,
+        )
+
+
+def _check_positional_init(self, d_model, max_len=5000, dropout=0.1, kind="sinusoidal") -> None:
+    if is_size(d_model) and is_size(max_len):
+        learned = kind == "learned"
+        check_memory(
+            "PositionalEncoding",
+            {"max_len": max_len, "d_model": d_model},
+            "its learned (max_len, d_model) table"
+            if learned
+            else "its sinusoidal (max_len, d_model) table, computed in float64",
+            FLOAT_BYTES * max_len * d_model if learned else sinusoidal_bytes(max_len, d_model),
+        )
+
+
+sinusoidal_encoding = checked(_check_sinusoidal)(sinusoidal_encoding)
+relative_shift_matrix = checked(_check_relative_shift)(relative_shift_matrix)
+PositionalEncoding.__init__ = checked(_check_positional_init)(PositionalEncoding.__init__)

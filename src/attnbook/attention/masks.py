@@ -15,6 +15,7 @@ from .._checks import (
     check_tensor,
     checked,
 )
+from .._limits import causal_mask_bytes, check_memory, is_size, padding_mask_bytes
 
 __all__ = [
     "padding_mask",
@@ -119,9 +120,34 @@ def _check_padding_mask(lengths_or_tokens, pad_id=None, max_len=None) -> None:
         raise TypeError(
             f"pad_id must be an int (a token id), got {type(pad_id).__name__} {pad_id!r}"
         )
+    if (
+        isinstance(lengths_or_tokens, torch.Tensor)
+        and lengths_or_tokens.dim() == 1
+        and is_size(max_len)
+    ):
+        batch = lengths_or_tokens.numel()
+        check_memory(
+            "padding_mask",
+            {"max_len": max_len},
+            f"the ({batch}, 1, max_len) mask and its positions",
+            padding_mask_bytes(batch, max_len),
+            device=lengths_or_tokens.device,
+        )
 
 
-def _check_device_name(n, device=None) -> None:
+def _check_causal_mask(n, device=None) -> None:
+    _check_device_name(device)
+    if is_size(n):
+        check_memory(
+            "causal_mask",
+            {"n": n},
+            "the (n, n) boolean mask (all True, then its lower triangle)",
+            causal_mask_bytes(n),
+            device=device,
+        )
+
+
+def _check_device_name(device) -> None:
     if device is None or isinstance(device, torch.device):
         return
     if not isinstance(device, str):
@@ -138,4 +164,4 @@ def _check_device_name(n, device=None) -> None:
 
 
 padding_mask = checked(_check_padding_mask)(padding_mask)
-causal_mask = checked(_check_device_name)(causal_mask)
+causal_mask = checked(_check_causal_mask)(causal_mask)

@@ -25,6 +25,7 @@ from .._checks import (
     check_tensor,
     checked,
 )
+from .._limits import FLOAT_BYTES, check_memory, mha_parameters
 from .functional import scaled_dot_product_attention
 from .masks import _check_mask
 
@@ -185,6 +186,14 @@ class MultiHeadAttention(nn.Module):
 
 def _check_multihead_init(self, d_model, n_heads, dropout=0.0, bias=True) -> None:
     check_bool("bias", bias)
+    check_positive_int("d_model", d_model)
+    check_positive_int("n_heads", n_heads)
+    check_memory(
+        "MultiHeadAttention",
+        {"d_model": d_model},
+        "its 4 projections' weights",
+        FLOAT_BYTES * mha_parameters(d_model, bias),
+    )
 
 
 MultiHeadAttention.__init__ = checked(_check_multihead_init)(MultiHeadAttention.__init__)
@@ -264,3 +273,22 @@ class SelfAttentionHead(nn.Module):
             else f"per position (n_positions={self.n_positions})"
         )
         return f"d_model={self.d_model}, d_k={self.d_k}, weights {where}"
+
+
+def _check_self_attention_head_init(self, d_model, d_k, n_positions=None) -> None:
+    check_positive_int("d_model", d_model)
+    check_positive_int("d_k", d_k)
+    sizes = {"d_model": d_model, "d_k": d_k}
+    positions = 1
+    if n_positions is not None:
+        positions = check_positive_int("n_positions", n_positions)
+        sizes["n_positions"] = n_positions
+    check_memory(
+        "SelfAttentionHead",
+        sizes,
+        "its 3 weight matrices" + (" per position" if n_positions is not None else ""),
+        FLOAT_BYTES * 3 * positions * d_model * d_k,
+    )
+
+
+SelfAttentionHead.__init__ = checked(_check_self_attention_head_init)(SelfAttentionHead.__init__)

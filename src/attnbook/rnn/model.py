@@ -6,6 +6,8 @@ It trains with teacher forcing (``forward(src, tgt_in)``) and decodes step by st
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 
@@ -15,6 +17,7 @@ from .._checks import (
     check_tensor,
     checked_too,
 )
+from .._limits import FLOAT_BYTES, check_parts, is_size, rnn_parameters
 from ..attention import SCORE_FUNCTIONS, padding_mask
 from .common import (
     State,
@@ -227,5 +230,54 @@ class Seq2Seq(nn.Module):
         return f"attention={self.attention!r}, pad_id={self.pad_id}"
 
 
+_INIT = inspect.signature(Seq2Seq.__init__)
+_SIZES = ("src_vocab_size", "tgt_vocab_size", "emb_dim", "hidden_dim")
+
+
+def _check_seq2seq_sizes(self, *args, **kwargs) -> None:
+    """The memory the model's weights need (:mod:`attnbook._limits`), before any is made."""
+    try:
+        given = _INIT.bind(self, *args, **kwargs)
+    except TypeError:  # Python's own message comes from the call
+        return
+    given.apply_defaults()
+    a = given.arguments
+    if not all(is_size(a[name]) for name in _SIZES) or a["cell"] not in ("gru", "lstm", "rnn"):
+        return  # the constructor says what is wrong
+    attn_dim = a["attn_dim"] if is_size(a["attn_dim"]) else None
+    params = rnn_parameters(
+        a["src_vocab_size"],
+        a["tgt_vocab_size"],
+        a["emb_dim"],
+        a["hidden_dim"],
+        cell=a["cell"],
+        bidirectional=a["bidirectional"] is True,
+        attention=a["attention"] if isinstance(a["attention"], str) else None,
+        attn_dim=attn_dim,
+    )
+    check_parts(
+        "Seq2Seq",
+        [
+            (
+                f"the weights of its {a['cell'].upper()} encoder and decoder",
+                {"hidden_dim": a["hidden_dim"], "emb_dim": a["emb_dim"]}
+                | ({"attn_dim": attn_dim} if attn_dim else {}),
+                FLOAT_BYTES * params["recurrence"],
+            ),
+            (
+                "its embeddings and output layer",
+                {
+                    "src_vocab_size": a["src_vocab_size"],
+                    "tgt_vocab_size": a["tgt_vocab_size"],
+                    "emb_dim": a["emb_dim"],
+                    "hidden_dim": a["hidden_dim"],
+                },
+                FLOAT_BYTES * params["embeddings"],
+            ),
+        ],
+    )
+
+
+Seq2Seq.__init__ = checked_too(_check_seq2seq_sizes)(Seq2Seq.__init__)
 Seq2Seq.forward = checked_too(_check_seq2seq)(Seq2Seq.forward)
 Seq2Seq.decode_step = checked_too(_check_seq2seq_step)(Seq2Seq.decode_step)

@@ -12,6 +12,7 @@ Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``H`` heads, ``V`
 
 from __future__ import annotations
 
+import inspect
 import math
 
 import torch
@@ -26,6 +27,13 @@ from .._checks import (
     check_token_ids,
     checked,
     checks_active,
+)
+from .._limits import (
+    FLOAT_BYTES,
+    check_parts,
+    is_size,
+    sinusoidal_bytes,
+    transformer_parameters,
 )
 from ..attention import causal_mask, padding_mask
 from ..positional import PositionalEncoding
@@ -415,5 +423,60 @@ class Transformer(nn.Module):
         )
 
 
-Transformer.__init__ = checked(_check_transformer_init)(Transformer.__init__)
+_INIT = inspect.signature(Transformer.__init__)
+_SIZES = ("src_vocab_size", "tgt_vocab_size", "d_model", "n_layers", "d_ff", "max_len")
+
+
+def _check_transformer_sizes(self, *args, **kwargs) -> None:
+    """The flags' types (:func:`~attnbook.transformer.checks._check_transformer_init`), then
+    the memory the model's weights and positional tables need (:mod:`attnbook._limits`),
+    before any layer is built: ``n_layers=1000000`` is refused at once, not after minutes."""
+    _check_transformer_init(self, *args, **kwargs)
+    try:
+        given = _INIT.bind(self, *args, **kwargs)
+    except TypeError:  # Python's own message comes from the call
+        return
+    given.apply_defaults()
+    a = given.arguments
+    if not all(is_size(a[name]) for name in _SIZES):
+        return  # the constructor says what is wrong
+    v_s, v_t, d, n, max_len = (a[k] for k in _SIZES[:4] + ("max_len",))
+    params = transformer_parameters(
+        v_s,
+        v_t,
+        d,
+        n,
+        a["d_ff"],
+        max_len,
+        norm_first=a["norm_first"] is True,
+        share_embeddings=a["share_embeddings"] is True,
+        tie_output=a["tie_output"] is True,
+        positional=a["positional"],
+    )
+    positions = FLOAT_BYTES * params["positions"]
+    if a["positional"] == "sinusoidal":  # one table kept while the other is computed
+        positions = FLOAT_BYTES * max_len * d + sinusoidal_bytes(max_len, d)
+    check_parts(
+        "Transformer",
+        [
+            (
+                f"the weights of its {n} encoder and {n} decoder layers",
+                {"n_layers": n, "d_model": d, "d_ff": a["d_ff"]},
+                FLOAT_BYTES * params["layers"],
+            ),
+            (
+                "its embeddings and output projection",
+                {"src_vocab_size": v_s, "tgt_vocab_size": v_t, "d_model": d},
+                FLOAT_BYTES * params["embeddings"],
+            ),
+            (
+                f"its two {a['positional']} positional tables",
+                {"max_len": max_len, "d_model": d},
+                positions,
+            ),
+        ],
+    )
+
+
+Transformer.__init__ = checked(_check_transformer_sizes)(Transformer.__init__)
 Transformer.decode_step = checked(_check_decode_step)(Transformer.decode_step)
