@@ -232,8 +232,8 @@ def check_memory(
     """Refuse ``sizes`` (argument name -> value; the largest value is named first, a name
     starting ``--`` is shown as a flag) if the ``nbytes`` they need for ``what`` (``total``:
     the whole, when ``nbytes`` is its largest part) exceed :func:`memory_limit` of ``device``.
-    Raises :class:`TooLargeError`; ``who`` (a function, a class, an option) starts the
-    message."""
+    Raises :class:`TooLargeError`; ``who`` (a function, a class; empty for a command's
+    options) starts the message."""
     need = nbytes if total is None else total
     if need < _FLOOR and not os.environ.get(ENV, "").strip():
         return
@@ -250,8 +250,9 @@ def check_memory(
     whole = ""
     if total is not None and format_bytes(total) != format_bytes(nbytes):
         whole = f", {format_bytes(total)} in all"
+    prefix = f"{who}: " if who else ""
     raise TooLargeError(
-        f"{who}: {named} needs about {format_bytes(nbytes)} for {what}{whole}; {where} (set "
+        f"{prefix}{named} needs about {format_bytes(nbytes)} for {what}{whole}; {where} (set "
         f"{ENV}={_suggest(need)}, or off, to go past this check knowingly)"
     )
 

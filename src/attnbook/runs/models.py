@@ -4,15 +4,25 @@
 :func:`model_kwargs_from` turns a run's options (``d_model``, ``heads``, ``hidden``, ...) into
 those arguments, which a checkpoint stores, so that :func:`model_from_checkpoint` can rebuild
 the same model. :func:`check_lengths_fit` refuses data that the model's positional table
-cannot hold, before the first step.
+cannot hold, and a model whose training (:func:`training_parts`) this machine cannot hold,
+before the first step.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .._limits import (
+    TRAIN_BYTES_PER_PARAMETER,
+    check_parts,
+    rnn_activation_bytes,
+    rnn_parameters,
+    transformer_activation_bytes,
+    transformer_parameters,
+)
 from ..data import Vocab
 from ..train import CheckpointError
+from ..utils import get_device
 
 __all__ = [
     "MODELS",
@@ -21,9 +31,15 @@ __all__ = [
     "model_from_checkpoint",
     "position_limit",
     "check_lengths_fit",
+    "POSITIONS",
+    "training_parts",
+    "training_device",
 ]
 
 MODELS = ("rnn", "rnn-attention", "transformer")
+# the positions a run's Transformer reads and writes (its max_len): sources, and targets with
+# their <bos>
+POSITIONS = 512
 
 
 def model_kwargs_from(o: dict) -> dict:
@@ -36,7 +52,7 @@ def model_kwargs_from(o: dict) -> dict:
             "d_ff": o["d_ff"],
             "dropout": o["dropout"],
             "norm_first": o["norm_first"],
-            "max_len": 512,
+            "max_len": POSITIONS,
         }
     return {
         "emb_dim": o["emb"],
@@ -88,17 +104,104 @@ def position_limit(model) -> int | None:
 
 
 def check_lengths_fit(task, model, options: dict) -> None:
-    """Every source, and every target with its BOS, must fit the model's positional table."""
+    """Every source, and every target with its BOS, must fit the model's positional table;
+    and the model's training, on a batch of the longest pairs, this machine's memory (the
+    options ``options`` describe the run; :mod:`attnbook._limits`)."""
     limit = position_limit(model)
-    if limit is None:
-        return
     split = [p for part in (task.train, task.val, task.test) for p in part]
     src = max(len(task.src_vocab.tokenize(s)) for s, _ in split)
     tgt = max(len(task.tgt_vocab.tokenize(t)) for _, t in split) + 1
-    if max(src, tgt) > limit:
+    if limit is not None and max(src, tgt) > limit:
         side = "source" if src >= tgt else "target (+1 for <bos>)"
         raise ValueError(
             f"--max-len {options['max_len']}: the data hold a {side} of "
             f"{max(src, tgt)} tokens, but a {options['model']} reads at most "
             f"{limit} positions; use --max-len {limit - 1} or less"
         )
+    batch = min(options["batch_size"], len(task.train))
+    n_params = sum(p.numel() for p in model.parameters())
+    parts = training_parts(
+        options, len(task.src_vocab), len(task.tgt_vocab), batch, src, tgt, n_params
+    )
+    check_parts("", parts, device=training_device(options["device"]))
+
+
+def training_device(name: str) -> torch.device | None:
+    """The device a run named ``name`` (``auto``, ``cuda``, ...) trains on; None where that
+    device is not available (the run says so itself)."""
+    try:
+        return get_device(name)
+    except (ValueError, TypeError):
+        return None
+
+
+def training_parts(
+    o: dict,
+    src_vocab: int,
+    tgt_vocab: int,
+    batch: int,
+    src_len: int,
+    tgt_len: int,
+    n_params: int | None = None,
+) -> list[tuple[str, dict, int]]:
+    """What training the model of the run options ``o`` needs, as
+    :func:`attnbook._limits.check_parts` takes it: the weights with their gradients and Adam's
+    moments, and a batch of ``batch`` pairs of ``src_len`` and ``tgt_len`` tokens' activations.
+    ``n_params``: the model's count, if it is built (else estimated from ``o``)."""
+    if o["model"] == "transformer":
+        sizes = {"--layers": o["layers"], "--d-model": o["d_model"], "--d-ff": o["d_ff"]}
+        if n_params is None:
+            n_params = sum(
+                transformer_parameters(
+                    src_vocab,
+                    tgt_vocab,
+                    o["d_model"],
+                    o["layers"],
+                    o["d_ff"],
+                    POSITIONS,
+                    norm_first=bool(o["norm_first"]),
+                ).values()
+            )
+        activations = transformer_activation_bytes(
+            batch,
+            src_len,
+            tgt_len,
+            d_model=o["d_model"],
+            n_heads=o["heads"],
+            n_layers=o["layers"],
+            d_ff=o["d_ff"],
+            vocab=tgt_vocab,
+        )
+    else:
+        sizes = {"--hidden": o["hidden"], "--emb": o["emb"]}
+        shape = {
+            "cell": o["cell"],
+            "bidirectional": bool(o["bidirectional"]),
+            "attention": o["score"] if o["model"] == "rnn-attention" else None,
+        }
+        if n_params is None:
+            n_params = sum(
+                rnn_parameters(src_vocab, tgt_vocab, o["emb"], o["hidden"], **shape).values()
+            )
+        activations = rnn_activation_bytes(
+            batch,
+            src_len,
+            tgt_len,
+            emb_dim=o["emb"],
+            hidden_dim=o["hidden"],
+            vocab=tgt_vocab,
+            **shape,
+        )
+    return [
+        (
+            f"its {n_params:,} parameters in training (weights, gradients and Adam's two "
+            f"moments: {TRAIN_BYTES_PER_PARAMETER} bytes each)",
+            sizes,
+            TRAIN_BYTES_PER_PARAMETER * n_params,
+        ),
+        (
+            f"the activations of a batch of {batch} pairs of up to {max(src_len, tgt_len)} tokens",
+            {"--batch-size": o["batch_size"], **sizes},
+            activations,
+        ),
+    ]

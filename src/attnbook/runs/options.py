@@ -5,7 +5,8 @@ model, the run) and of :class:`attnbook.train.TrainConfig` (the training), named
 command line's flags are (``d_model`` is ``--d-model``); :data:`TRAIN_DEFAULTS` holds their
 defaults. :func:`resolve_options` makes a run's options: the defaults, then on resume the
 checkpoint's, then the options given. A resumed run keeps :data:`FIXED_ON_RESUME`; an option
-for another model, task or schedule (:data:`APPLIES_TO`) is refused, not ignored.
+for another model, task or schedule (:data:`APPLIES_TO`) is refused, not ignored; sizes this
+machine cannot hold are refused before any work (:func:`check_sizes`).
 """
 
 from __future__ import annotations
@@ -15,14 +16,17 @@ import codecs
 import dataclasses
 from pathlib import Path
 
+from .._limits import check_parts, check_threads, history_bytes, pair_bytes
 from .._options import cli_default, cli_dest, option, values_from_options
 from .._options import fraction as _fraction
 from .._options import natural_int as _natural_int
 from .._options import positive_int as _positive_int
 from ..data import TASKS
+from ..data.dates import _date_charset
+from ..data.tasks import _SEQUENCE_OPTIONS
 from ..languages import LOCALES
 from ..train import DEFAULT_STEPS, CheckpointError, TrainConfig, load_checkpoint
-from .models import MODELS
+from .models import MODELS, POSITIONS, training_device, training_parts
 from .tasks import check_data_file, find_data
 
 __all__ = [
@@ -34,6 +38,7 @@ __all__ = [
     "PER_INVOCATION",
     "APPLIES_TO",
     "check_values",
+    "check_sizes",
     "resolve_options",
     "refuse_what_does_not_apply",
     "train_config",
@@ -186,7 +191,7 @@ class TrainCommandOptions:
     dropout: float = option(0.0, "dropout", type=_fraction, metavar="P", group="model")
     threads: int | None = option(
         None,
-        "torch CPU threads (default: torch's choice)",
+        "torch CPU threads, at most 4 per CPU (default: torch's choice)",
         type=_positive_int,
         metavar="N",
         group="run",
@@ -343,6 +348,7 @@ def resolve_options(given: dict, resume: str | None = None) -> tuple[dict, dict 
         options["data"] = str(Path(options["data"]).resolve())
     if options["out"] is None:
         options["out"] = str(Path("runs") / f"{options['task']}-{options['model']}")
+    check_sizes(options)
     return options, ckpt, changes
 
 
@@ -362,3 +368,66 @@ def refuse_what_does_not_apply(given: dict, options: dict) -> None:
 def train_config(o: dict, device: str) -> TrainConfig:
     """The TrainConfig of the resolved options ``o`` (an option left at None: its default)."""
     return values_from_options(TrainConfig, o, device=device)
+
+
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
+
+
+def check_sizes(o: dict) -> None:
+    """Refuse, before any work, the sizes of the resolved options ``o`` that this machine cannot
+    hold or do (:mod:`attnbook._limits`): more than 4 threads per CPU; a sequence longer than a
+    Transformer's positions; training (weights, gradients, Adam, a batch's activations) beyond
+    the training device's memory; the data and the history of the steps beyond the RAM. The
+    vocabularies and lengths are those the task makes (a tsv file's are known once it is read:
+    :func:`~attnbook.runs.models.check_lengths_fit` checks again with them)."""
+    if o.get("threads"):
+        check_threads("--threads", o["threads"])
+    task = o["task"]
+    data_sizes = {_flag(k): o[k] for k in ("n_train", "n_val", "n_test")}
+    n_pairs = o["n_train"] + o["n_val"] + o["n_test"]
+    if task in SEQUENCE_TASKS:
+        max_len = o["max_len"] or _SEQUENCE_OPTIONS["max_len"]
+        if o["model"] == "transformer" and max_len + 1 > POSITIONS:
+            raise ValueError(
+                f"--max-len {max_len}: a transformer reads and writes at most {POSITIONS} "
+                f"positions (a target with its <bos> takes max_len + 1); use --max-len "
+                f"{POSITIONS - 1} or less, or --model rnn"
+            )
+        vocab = (o["n_symbols"] or _SEQUENCE_OPTIONS["n_symbols"]) + 4
+        src_vocab = tgt_vocab = vocab
+        src_len, tgt_len = max_len, max_len + 1
+        data_sizes["--max-len"] = max_len
+    elif task == "dates":  # the longest spelling: about 40 characters (other languages: 60)
+        src_len, tgt_len = (60, 60) if o.get("src_lang") else (40, 11)
+        src_vocab, tgt_vocab = (200, 200) if o.get("src_lang") else (len(_date_charset()) + 4, 15)
+    else:  # tsv: not read yet; a lower bound
+        src_len = tgt_len = min(o["max_len"] or 50, 50)
+        src_vocab = tgt_vocab = 4
+        n_pairs = 0
+    batch = o["batch_size"] if task == "tsv" else min(o["batch_size"], o["n_train"])
+    if task == "tsv":
+        batch = min(batch, o["max_pairs"] or batch)
+    parts = training_parts(o, src_vocab, tgt_vocab, batch, src_len, tgt_len)
+    if task in SEQUENCE_TASKS:
+        parts[1][1]["--max-len"] = src_len
+    data = n_pairs * pair_bytes(src_len, tgt_len)
+    ram = [("the task's pairs of text and token ids", data_sizes, data)]
+    steps = o["steps"]
+    if steps is None and o["epochs"] is not None and task != "tsv":
+        steps = o["epochs"] * -(-o["n_train"] // o["batch_size"])
+    if steps is not None and o["max_seconds"] is None:
+        length = {"--steps": o["steps"]} if o["steps"] is not None else {"--epochs": o["epochs"]}
+        ram.append(
+            (
+                "the training history (a row every --log-every steps and at every evaluation)",
+                {**length, "--log-every": o["log_every"]},
+                history_bytes(steps, o["log_every"], o["eval_every"]),
+            )
+        )
+    device = training_device(o["device"])
+    if device is None or device.type != "cuda":
+        check_parts("", parts + ram)
+    else:
+        check_parts("", parts, device=device)
+        check_parts("", ram)

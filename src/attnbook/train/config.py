@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .._checks import check_positive_int, check_probability
+from .._limits import check_memory, history_bytes
 from .._options import (
     float_pair,
     fraction,
@@ -216,6 +217,13 @@ class TrainConfig:
             )
         if self.max_seconds is not None:
             _check_lr("max_seconds", self.max_seconds)
+        elif self.steps is not None:  # the history the steps will write (attnbook._limits)
+            check_memory(
+                "TrainConfig",
+                {"steps": self.steps, "log_every": self.log_every},
+                "the training history (a row every log_every steps and at every evaluation)",
+                history_bytes(self.steps, self.log_every, self.eval_every),
+            )
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
         if self.schedule not in SCHEDULES:
