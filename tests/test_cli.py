@@ -221,16 +221,33 @@ def test_evaluate_prints_and_writes_exact_match_by_length(trained, capsys):
         ],
         capsys,
     )
-    assert code == 0, err
-    result = json.loads((trained / "evaluation.json").read_text())
-    assert list(result["by_length"]) == ["2", "4", "7"]
-    # of the 5^2 = 25 inputs of length 2, the task's splits hold 24: one fresh one is left
+    # of the 5^2 = 25 inputs of length 2, the task's splits hold 24: one fresh one is left,
+    # so 20 of them are refused (issue 40: not capped in silence), with the maximum
     task = make_task("copy", 300, 30, 30, seed=0, min_len=2, max_len=5, n_symbols=5)
     used = sum(len(s) == 2 for split in (task.train, task.val, task.test) for s, _ in split)
-    assert result["examples"] == {"2": 25 - used, "4": 20, "7": 20} and 25 - used < 20
+    assert code == 1 and 25 - used < 20 and len(err.strip().splitlines()) == 1
+    assert f"--n-per-length 20: the copy task of this run has only {25 - used} fresh" in err
+    assert f"use --n-per-length {25 - used} or less" in err
+    code, out, err = run(
+        ["evaluate", "--checkpoint", trained / "checkpoint.pt", "--lengths", "4,7"]
+        + ["--n-per-length", "20"],
+        capsys,
+    )
+    assert code == 0, err
+    result = json.loads((trained / "evaluation.json").read_text())
+    assert list(result["by_length"]) == ["4", "7"]
+    assert result["examples"] == {"4": 20, "7": 20}
     assert all(0 <= v <= 1 for v in result["by_length"].values())
-    for length in ("2", "4", "7"):
+    for length in ("4", "7"):
         assert any(line.split()[:1] == [length] for line in out.splitlines())
+    # without --n-per-length: up to 100 of each length, as many as there are
+    code, out, err = run(
+        ["evaluate", "--checkpoint", trained / "checkpoint.pt", "--lengths", "2,4"], capsys
+    )
+    assert code == 0, err
+    result = json.loads((trained / "evaluation.json").read_text())
+    assert result["examples"] == {"2": 25 - used, "4": 100}
+    assert "up to 100 inputs of each length" in out
     code, out, err = run(
         [
             "evaluate",

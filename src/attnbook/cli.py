@@ -29,9 +29,10 @@ import threading
 from pathlib import Path, PureWindowsPath
 
 from . import __version__
+from ._limits import SIZES_HELP
 from ._options import add_dataclass_arguments
 from ._options import positive_int as _positive_int
-from .runs.evaluation import evaluate_run, export_run, translate_run
+from .runs.evaluation import DEFAULT_N_PER_LENGTH, evaluate_run, export_run, translate_run
 from .runs.folder import RUN_FILES, write_text
 from .runs.models import MODELS, build_model
 from .runs.options import (
@@ -139,6 +140,8 @@ unless --overwrite. Ctrl-C or SIGTERM saves a checkpoint and exits; --resume con
 exactly from it.
 
 """
+    + SIZES_HELP
+    + "\n"
     + EXIT_CODES_HELP
 )
 
@@ -156,6 +159,8 @@ sacrebleu) and the perplexity of the test split. The results are also written to
 evaluation.json beside the checkpoint.
 
 """
+    + SIZES_HELP
+    + "\n"
     + EXIT_CODES_HELP
 )
 
@@ -167,6 +172,8 @@ examples:
       --attention-png attention.png --beam 4
 
 """
+    + SIZES_HELP
+    + "\n"
     + EXIT_CODES_HELP
 )
 
@@ -256,9 +263,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     e.add_argument(
         "--n-per-length",
         type=_positive_int,
-        default=100,
+        default=None,
         metavar="N",
-        help="copy/reverse/sort: fresh inputs per length (default: 100)",
+        help="copy/reverse/sort: fresh inputs per length; more than the task has of a length "
+        "is refused (default: up to 100, as many as there are)",
     )
     e.add_argument(
         "--beam",
@@ -383,7 +391,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         device=args.device,
     )
     if result["task"] in SEQUENCE_TASKS:
-        how = f"up to {args.n_per_length} inputs of each length, none seen in training"
+        n = args.n_per_length or DEFAULT_N_PER_LENGTH
+        how = f"up to {n} inputs of each length, none seen in training"
     else:
         how = "the test split by source length (longer than the previous bound, <= L)"
     by_length, counts, corpus = result["by_length"], result["examples"], result.get("test")

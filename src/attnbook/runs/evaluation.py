@@ -10,11 +10,15 @@ tsv), and returns what the command writes to ``evaluation.json``. :func:`transla
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import torch
 
+from .._checks import check_positive_int
+from .._limits import check_memory, is_size, pair_bytes
 from ..data import length_controlled
+from ..decode import check_decoding_memory
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
 from ..utils import get_device
@@ -23,14 +27,26 @@ from .options import SEQUENCE_TASKS
 from .report import attention_figure
 from .tasks import build_task, find_data, normalise_input
 
-__all__ = ["evaluate_run", "translate_run", "export_run"]
+__all__ = ["DEFAULT_N_PER_LENGTH", "evaluate_run", "translate_run", "export_run"]
+
+# copy/reverse/sort: the fresh inputs of each length that evaluate_run decodes when not told
+# (fewer where the task has fewer)
+DEFAULT_N_PER_LENGTH = 100
+
+
+def _fresh_inputs(n_symbols: int, length: int, seen: int) -> float:
+    """How many sources of ``length`` symbols over ``n_symbols`` are not among the ``seen`` ones
+    (math.inf where the count is beyond any number of examples anyone asks for)."""
+    if length * math.log2(max(n_symbols, 2)) > 256:
+        return math.inf
+    return n_symbols**length - seen
 
 
 def evaluate_run(
     checkpoint: str | Path,
     *,
     lengths=(5, 10, 20, 40),
-    n_per_length: int = 100,
+    n_per_length: int | None = None,
     beam: int = 1,
     batch_size: int = 256,
     data: str | Path | None = None,
@@ -38,16 +54,22 @@ def evaluate_run(
 ) -> dict:
     """Exact match by input length of the run whose ``checkpoint.pt`` is ``checkpoint``.
 
-    copy/reverse/sort: up to ``n_per_length`` fresh inputs of exactly each of ``lengths`` (none
-    seen in training); dates/tsv: the test split, grouped by source length (longer than the
-    previous bound, at most the length). A tsv run also gets corpus BLEU, chrF and the
-    perplexity of its test split (``"test"``); ``data``: its file, if it moved. ``beam``: 1 for
-    greedy decoding. Returns ``{"by_length", "examples", "beam", "checkpoint", "step", "task",
-    "model"}`` (and ``"test"``), what ``evaluation.json`` holds; writes nothing.
+    copy/reverse/sort: ``n_per_length`` fresh inputs of exactly each of ``lengths`` (none seen
+    in training; more than the task has of a length is refused, with how many it has); None:
+    up to :data:`DEFAULT_N_PER_LENGTH` of each, as many as there are. dates/tsv: the test
+    split, grouped by source length (longer than the previous bound, at most the length).
+    Sizes this machine cannot hold (the inputs, a decoding of ``batch_size`` x ``beam``
+    hypotheses) are refused before any is made (:mod:`attnbook._limits`). A tsv run also gets
+    corpus BLEU, chrF and the perplexity of its test split (``"test"``); ``data``: its file, if
+    it moved. ``beam``: 1 for greedy decoding. Returns ``{"by_length", "examples", "beam",
+    "checkpoint", "step", "task", "model"}`` (and ``"test"``), what ``evaluation.json`` holds;
+    writes nothing.
     """
     lengths = sorted(set(lengths))
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ValueError(f"lengths must be positive integers such as (5, 10, 20), got {lengths}")
+    if n_per_length is not None:
+        check_positive_int("n_per_length", n_per_length)
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
@@ -69,17 +91,31 @@ def evaluate_run(
     if meta["task"] in SEQUENCE_TASKS:
         seen = {s for split in (task.train, task.val, task.test) for s, _ in split}
         n_symbols = task.options["n_symbols"]
-        groups = {}
-        for length in lengths:  # as many fresh inputs as there are, up to N
-            left = n_symbols**length - sum(len(s) == length for s in seen)
-            n = min(n_per_length, left)
-            groups[length] = (
-                []
-                if n < 1
-                else length_controlled(task, [length], n, seed=meta["task_kwargs"]["seed"] + 1)[
-                    length
-                ]
-            )
+        wanted = {}
+        for length in lengths:  # n_per_length given: that many or an error; else up to 100
+            left = _fresh_inputs(n_symbols, length, sum(len(s) == length for s in seen))
+            if n_per_length is not None and n_per_length > left:
+                total = n_symbols**length
+                fix = (
+                    f"use --n-per-length {left} or less"
+                    if left >= 1
+                    else f"drop {length} from --lengths"
+                )
+                raise ValueError(
+                    f"--n-per-length {n_per_length}: the {meta['task']} task of this run has "
+                    f"only {left} fresh input{'s' if left != 1 else ''} of length {length} "
+                    f"({total} sources of {length} symbols over {n_symbols}, {total - left} of "
+                    f"them in the run's data); {fix}, or leave --n-per-length out for up to "
+                    f"{DEFAULT_N_PER_LENGTH} of each length, as many as there are"
+                )
+            wanted[length] = int(min(n_per_length or DEFAULT_N_PER_LENGTH, left))
+        _check_evaluation_memory(model, wanted, n_per_length, beam, batch_size)
+        groups = {
+            length: []
+            if n < 1
+            else length_controlled(task, [length], n, seed=meta["task_kwargs"]["seed"] + 1)[length]
+            for length, n in wanted.items()
+        }
     else:
         groups = {n: [] for n in lengths}
         for pair in task.test:
@@ -87,6 +123,21 @@ def evaluate_run(
             bound = next((b for b in lengths if n <= b), None)
             if bound is not None:
                 groups[bound].append(pair)
+        pairs = [p for group in groups.values() for p in group] + (
+            task.test if meta["task"] == "tsv" else []
+        )
+        if pairs and is_size(beam) and is_size(batch_size):
+            src = max(len(src_vocab.tokenize(s)) for s, _ in pairs)
+            tgt = max(len(tgt_vocab.tokenize(t)) for _, t in pairs) + 1
+            check_decoding_memory(
+                "",
+                {"--beam": beam, "--batch-size": batch_size},
+                model,
+                min(batch_size, len(pairs)),
+                src,
+                max(tgt, 2 * src + 10) if meta["task"] == "tsv" else tgt,
+                beam,
+            )
     counts = {str(length): len(pairs) for length, pairs in groups.items()}
     by_length = exact_match_by_length(
         model,
@@ -114,6 +165,29 @@ def evaluate_run(
         "task": meta["task"],
         "model": meta["model"],
     }
+
+
+def _check_evaluation_memory(model, wanted: dict, n_per_length, beam, batch_size) -> None:
+    """Refuse fresh inputs, or a decoding of them, that this machine cannot hold."""
+    sizes = {"--n-per-length": n_per_length or DEFAULT_N_PER_LENGTH}
+    check_memory(
+        "",
+        sizes,
+        f"{sum(wanted.values())} pairs of text and token ids",
+        sum(n * pair_bytes(length, length) for length, n in wanted.items()),
+    )
+    most = max(wanted.values())
+    if most >= 1 and is_size(beam) and is_size(batch_size):
+        longest = max(length for length, n in wanted.items() if n >= 1)
+        check_decoding_memory(
+            "",
+            {"--beam": beam, "--batch-size": batch_size, **sizes},
+            model,
+            min(batch_size, most),
+            longest,
+            longest + 1,
+            beam,
+        )
 
 
 def translate_run(
@@ -154,6 +228,17 @@ def translate_run(
                 "(its positional table): shorten it or split it"
             )
         src_vocab.encode(text)  # an unknown symbol fails here
+        length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
+        check_decoding_memory(
+            "",
+            {"--max-len": length, "--beam": beam},
+            model,
+            1,
+            n,
+            length,
+            beam,
+            return_attention=bool(attention_png),
+        )
         checked.append((i, text, n))
     for i, text, n in checked:
         length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
