@@ -56,6 +56,7 @@ __all__ = [
     "transformer_activation_bytes",
     "rnn_activation_bytes",
     "pair_bytes",
+    "HISTORY_ROW_BYTES",
     "history_bytes",
     "decode_bytes",
 ]
@@ -73,9 +74,10 @@ SIZES_HELP = f"""\
 sizes:
   every size given (widths, layers, lengths, counts, beam, batch size) is checked against this
   machine's memory (a CUDA device's for what runs there) before any work; a size that cannot
-  fit is refused with the estimate and the limit. {ENV}=SIZE (such as 64GB) sets the
-  limit instead, to go past the check knowingly; {ENV}=off turns it off. --threads
-  takes at most {THREADS_PER_CPU} threads per CPU.
+  fit is refused, with the estimate and the limit. {ENV}=SIZE (such as 64GB)
+  sets the limit instead, to go past the check knowingly; {ENV}=off turns it
+  off. --threads takes at most {THREADS_PER_CPU} threads per CPU.
+
 """
 
 

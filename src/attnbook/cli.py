@@ -141,7 +141,6 @@ exactly from it.
 
 """
     + SIZES_HELP
-    + "\n"
     + EXIT_CODES_HELP
 )
 
@@ -160,7 +159,6 @@ evaluation.json beside the checkpoint.
 
 """
     + SIZES_HELP
-    + "\n"
     + EXIT_CODES_HELP
 )
 
@@ -173,7 +171,6 @@ examples:
 
 """
     + SIZES_HELP
-    + "\n"
     + EXIT_CODES_HELP
 )
 

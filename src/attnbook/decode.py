@@ -68,7 +68,7 @@ def _check_target_id(model, name: str, value: int) -> None:
 
 def _check_decoding(model, src, *, who, beam_size, return_attention=False, **options) -> None:
     """What the decoders' shared check (:func:`_check_arguments`) does not cover: the
-    length penalty, and whether the decoding fits in memory (:func:`check_decoding_memory`)."""
+    length penalty, and whether the decoding fits in memory (:func:`_check_decoding_memory`)."""
     check_bool("return_attention", return_attention)
     alpha = options.get("length_penalty", 0.0)
     if isinstance(alpha, float) and not math.isfinite(alpha):
@@ -77,7 +77,7 @@ def _check_decoding(model, src, *, who, beam_size, return_attention=False, **opt
         sizes = {"max_len": options.get("max_len")}
         if who == "beam_search":
             sizes = {"beam_size": beam_size, **sizes}
-        check_decoding_memory(
+        _check_decoding_memory(
             who,
             sizes,
             model,
@@ -98,7 +98,7 @@ def _check_beam(model, src, *, beam_size=4, **options) -> None:
     _check_decoding(model, src, who="beam_search", beam_size=beam_size, **options)
 
 
-def check_decoding_memory(
+def _check_decoding_memory(
     who: str,
     sizes: dict,
     model,

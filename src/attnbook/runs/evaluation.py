@@ -18,7 +18,7 @@ import torch
 from .._checks import check_positive_int
 from .._limits import check_memory, is_size, pair_bytes
 from ..data import length_controlled
-from ..decode import check_decoding_memory
+from ..decode import _check_decoding_memory
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
 from ..utils import get_device
@@ -129,7 +129,7 @@ def evaluate_run(
         if pairs and is_size(beam) and is_size(batch_size):
             src = max(len(src_vocab.tokenize(s)) for s, _ in pairs)
             tgt = max(len(tgt_vocab.tokenize(t)) for _, t in pairs) + 1
-            check_decoding_memory(
+            _check_decoding_memory(
                 "",
                 {"--beam": beam, "--batch-size": batch_size},
                 model,
@@ -179,7 +179,7 @@ def _check_evaluation_memory(model, wanted: dict, n_per_length, beam, batch_size
     most = max(wanted.values())
     if most >= 1 and is_size(beam) and is_size(batch_size):
         longest = max(length for length, n in wanted.items() if n >= 1)
-        check_decoding_memory(
+        _check_decoding_memory(
             "",
             {"--beam": beam, "--batch-size": batch_size, **sizes},
             model,
@@ -229,7 +229,7 @@ def translate_run(
             )
         src_vocab.encode(text)  # an unknown symbol fails here
         length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
-        check_decoding_memory(
+        _check_decoding_memory(
             "",
             {"--max-len": length, "--beam": beam},
             model,
