@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from .._files import check_output_file, check_path
 from ..data import length_controlled
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
@@ -21,7 +22,7 @@ from ..utils import get_device
 from .models import model_from_checkpoint, position_limit
 from .options import SEQUENCE_TASKS
 from .report import attention_figure
-from .tasks import build_task, find_data, normalise_input
+from .tasks import build_task, check_checkpoint_file, find_data, normalise_input
 
 __all__ = ["evaluate_run", "translate_run", "export_run"]
 
@@ -48,6 +49,7 @@ def evaluate_run(
     lengths = sorted(set(lengths))
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ValueError(f"lengths must be positive integers such as (5, 10, 20), got {lengths}")
+    check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
@@ -131,7 +133,11 @@ def translate_run(
     A tsv run's input is tokenised and lower-cased as its data were. ``max_len``: the longest
     output (default twice the input, plus 10); ``beam``: 1 for greedy decoding;
     ``attention_png``: also draw each output's cross-attention there (with several inputs
-    the file names get ``_1``, ``_2``, ...)."""
+    the file names get ``_1``, ``_2``, ...; checked, as every file, before any decoding)."""
+    if isinstance(texts, str):
+        texts = [texts]
+    pngs = _attention_pngs(attention_png, len(texts)) if attention_png is not None else None
+    check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
@@ -140,8 +146,6 @@ def translate_run(
         raise ValueError(
             f"--max-len {max_len}: this model writes at most {limit} tokens (its positional table)"
         )
-    if isinstance(texts, str):
-        texts = [texts]
     checked = []
     for i, raw in enumerate(texts, start=1):  # every input checked before any work
         text = normalise_input(raw, src_vocab, meta)
@@ -157,11 +161,8 @@ def translate_run(
         checked.append((i, text, n))
     for i, text, n in checked:
         length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
-        if attention_png:
-            png = Path(attention_png)
-            if len(texts) > 1:
-                png = png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}")
-            output = attention_figure(model, text, src_vocab, tgt_vocab, beam, length, png)
+        if pngs:
+            output = attention_figure(model, text, src_vocab, tgt_vocab, beam, length, pngs[i - 1])
             if output is None:
                 raise ValueError(
                     "this model has no attention to draw (--model rnn uses the fixed context "
@@ -173,6 +174,28 @@ def translate_run(
             yield tgt_vocab.decode(generate(model, src, max_len=length, beam=beam)[0])
 
 
+def _attention_pngs(attention_png, n: int) -> list[Path]:
+    """The picture files of ``--attention-png`` for ``n`` inputs (``_1``, ``_2``, ... when
+    several), each checked: a path (not a folder, a FIFO, a device, under a file) in a format
+    matplotlib writes, named by its suffix (none: png)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    png = check_path("--attention-png", attention_png)
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    kind = png.suffix.lstrip(".").lower()
+    if kind and kind not in formats:
+        raise ValueError(
+            f"--attention-png {png}: matplotlib cannot write .{kind} files; it wants a "
+            f"picture file ending in {', '.join('.' + f for f in formats)} (none: .png)"
+        )
+    if n > 1:
+        pngs = [png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}") for i in range(1, n + 1)]
+    else:
+        pngs = [png]
+    wants = "a picture file to write (such as attention.png)"
+    return [check_output_file("--attention-png", p, wants) for p in pngs]
+
+
 def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = False) -> dict:
     """Write the Transformer of the run whose ``checkpoint.pt`` is ``checkpoint`` as ONNX to
     ``out`` (an ``.onnx`` file; its JSON sidecar beside it), as ``python -m attnbook export``
@@ -180,15 +203,17 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     refused unless ``overwrite``; every argument is checked before anything is written."""
     from ..export import export_onnx, missing_packages
 
+    check_path("--out", out)
     shown, out = str(out), Path(out)
     if out.suffix != ".onnx":
         raise ValueError(f"--out must name an .onnx file (such as dates.onnx), got {shown!r}")
     sidecar = out.with_suffix(".json")
-    if out.is_dir():
-        raise ValueError(f"--out {shown} is a folder; give the .onnx file to write")
+    for path in (out, sidecar):  # a folder, a FIFO, a device, a file for a folder: refused
+        check_output_file("--out", path, "an .onnx file to write (its .json sidecar beside it)")
     existing = [str(p) for p in (out, sidecar) if p.exists()]
     if existing and not overwrite:
         raise ValueError(f"--out: {' and '.join(existing)} already exist; pass --overwrite")
+    check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, torch.device("cpu"))
     if meta["model"] != "transformer":
