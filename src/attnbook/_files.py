@@ -72,7 +72,7 @@ def check_path(name: str, path) -> Path:
     if "\0" in text:
         raise ValueError(f"{name} {text!r:.80} holds a NUL byte (\\0), which no path can hold")
     if not text:
-        raise ValueError(f"{name} is an empty path; it wants the name of a file")
+        raise ValueError(f"{name} is an empty path (''); it wants the name of a file or folder")
     return Path(text)
 
 
