@@ -15,7 +15,7 @@ import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._checks import check_positive_int
+from .._checks import check_bool, check_positive_int
 from .._files import check_path, open_input_file
 from .tasks import TaskData
 from .vocab import LEVELS, Vocab, _check_choice, normalise_text
@@ -141,6 +141,7 @@ def load_tsv(
     """
     path = check_path("path", path)
     _check_choice("level", level, LEVELS)
+    check_bool("lower", lower)
     check_positive_int("min_len", min_len)
     check_positive_int("max_len", max_len)
     if min_len > max_len:

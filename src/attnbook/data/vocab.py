@@ -189,6 +189,11 @@ class Vocab:
         if isinstance(ids, torch.Tensor):
             check_tensor("ids", ids, ndim=1, integer=True, shape_hint="(L,)")
             ids = ids.tolist()
+        elif not isinstance(ids, (list, tuple, range)):
+            raise TypeError(
+                f"ids must be a list of token ids or a 1-D integer tensor, got "
+                f"{type(ids).__name__} {ids!r:.40}"
+            )
         symbols = []
         for position, i in enumerate(ids):
             if isinstance(i, bool) or not isinstance(i, int):
@@ -280,6 +285,7 @@ def tokenize_words(text: str, lower: bool = False) -> list[str]:
     Apostrophes inside a word stay (``"don't"``); ``lower`` lower-cases first.
     """
     _check_text("text", text)
+    check_bool("lower", lower)
     return _WORD.findall(text.lower() if lower else text)
 
 
@@ -290,6 +296,7 @@ def normalise_text(text: str, level: str = "word", lower: bool = False) -> str:
     runs of whitespace. ``lower`` lower-cases."""
     _check_text("text", text)
     _check_choice("level", level, LEVELS)
+    check_bool("lower", lower)
     if level == "word":
         return " ".join(tokenize_words(text, lower))
     text = " ".join(text.split())  # collapse runs of whitespace

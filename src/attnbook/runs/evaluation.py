@@ -10,10 +10,12 @@ tsv), and returns what the command writes to ``evaluation.json``. :func:`transla
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
+from .._checks import check_bool, check_positive_int
 from .._files import check_output_file, check_path
 from ..data import length_controlled
 from ..evaluate import exact_match_by_length, generate, translation_scores
@@ -46,6 +48,12 @@ def evaluate_run(
     greedy decoding. Returns ``{"by_length", "examples", "beam", "checkpoint", "step", "task",
     "model"}`` (and ``"test"``), what ``evaluation.json`` holds; writes nothing.
     """
+    for name, value in (("n_per_length", n_per_length), ("beam", beam), ("batch_size", batch_size)):
+        check_positive_int(name, value)
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise TypeError(
+            f"lengths must be positive integers such as (5, 10, 20), got {type(lengths).__name__}"
+        )
     lengths = sorted(set(lengths))
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ValueError(f"lengths must be positive integers such as (5, 10, 20), got {lengths}")
@@ -136,6 +144,16 @@ def translate_run(
     the file names get ``_1``, ``_2``, ...; checked, as every file, before any decoding)."""
     if isinstance(texts, str):
         texts = [texts]
+    if not isinstance(texts, (list, tuple)) or not texts:
+        raise (ValueError if isinstance(texts, (list, tuple)) else TypeError)(
+            f"texts must be a non-empty list of str, got {texts!r:.60}"
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__} {text!r:.40}")
+    check_positive_int("beam", beam)
+    if max_len is not None:
+        check_positive_int("max_len", max_len)
     pngs = _attention_pngs(attention_png, len(texts)) if attention_png is not None else None
     check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
@@ -204,6 +222,7 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     from ..export import export_onnx, missing_packages
 
     check_path("--out", out)
+    check_bool("overwrite", overwrite)
     shown, out = str(out), Path(out)
     if out.suffix != ".onnx":
         raise ValueError(f"--out must name an .onnx file (such as dates.onnx), got {shown!r}")
