@@ -792,3 +792,28 @@ def test_a_checkpoint_read_through_the_check_loads_as_before(run):
         next(iter(load_checkpoint(copied)["model"].values())),
         next(iter(ckpt["model"].values())),
     )
+
+
+def test_an_unreadable_file_is_named_even_where_root_reads_everything(tmp_path, monkeypatch):
+    """chmod 000 denies nothing to root: the two places that see a denial are made to see it
+    (the access check, and the open itself where the check was wrong)."""
+    import attnbook._files as files
+
+    path = tmp_path / "pairs.tsv"
+    path.write_text(PAIRS)
+    with monkeypatch.context() as m:
+        m.setattr(files.os, "access", lambda *args, **kwargs: False)
+        for call in (lambda: load_tsv(path), lambda: check_data_file(path)):
+            with pytest.raises(ValueError, match="cannot be read \\(permission denied\\)"):
+                call()
+        with pytest.raises(ValueError, match="--out .*cannot be written \\(permission denied\\)"):
+            check_output_file("--out", path, "a file")
+
+    def denied(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(files.os, "open", denied)
+    with pytest.raises(
+        CheckpointError, match="checkpoint .* cannot be read \\(permission denied\\)"
+    ):
+        load_checkpoint(path)
