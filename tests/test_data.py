@@ -113,7 +113,7 @@ def test_vocab_argument_errors():
         Vocab("ab", unknown="skip")
     with pytest.raises(ValueError, match=r"symbols\[1\] must be one character"):
         Vocab(["a", "bc"])
-    with pytest.raises(ValueError, match=r"symbols\[1\] = 'a' is a special symbol or a dup"):
+    with pytest.raises(ValueError, match=r"symbols\[1\] = 'a' is a duplicate \(symbols\[0\]\)"):
         Vocab("aa")
     with pytest.raises(ValueError, match="special symbol"):
         Vocab(["<eos>"], level="word")

@@ -37,6 +37,7 @@ import torch
 from torch import nn
 
 from . import __version__
+from ._files import check_output_file, check_path
 from .data import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 __all__ = [
@@ -135,13 +136,11 @@ def _check_model(model, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
 
 
 def _check_out(path) -> Path:
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"path must be a str or Path, got {type(path).__name__}")
-    path = Path(path)
+    path = check_path("path", path)
     if path.suffix != ".onnx":
         raise ValueError(f"path must name an .onnx file, got {str(path)!r}")
-    if path.is_dir():
-        raise ValueError(f"path {path} is a folder; give the .onnx file to write")
+    for file in (path, path.with_suffix(".json")):  # a folder, a FIFO, a device: refused
+        check_output_file("path", file, "an .onnx file to write (its .json sidecar beside it)")
     return path
 
 

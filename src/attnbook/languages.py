@@ -284,6 +284,10 @@ def make_dates_between(
     for arg, value in (("n_train", n_train), ("n_val", n_val), ("n_test", n_test)):
         check_positive_int(arg, value, minimum=0 if arg != "n_train" else 1)
     check_positive_int("seed", seed, minimum=0)
+    if isinstance(weekday_share, bool) or not isinstance(weekday_share, (int, float)):
+        raise TypeError(
+            f"weekday_share must be a float in [0, 1], got {type(weekday_share).__name__}"
+        )
     if not 0.0 <= weekday_share <= 1.0:
         raise ValueError(f"weekday_share must be in [0, 1], got {weekday_share}")
     if src_styles is None:

@@ -39,6 +39,8 @@ from pathlib import Path
 
 import torch
 
+from ._checks import check_positive_int
+from ._files import check_path
 from .data import BOS, EOS, SPECIALS, Vocab
 from .decode import greedy_decode
 
@@ -85,7 +87,14 @@ def _show(c: str) -> str:
 def check_text(text, src_vocab: Vocab, max_len: int) -> None:
     """Raise ``ValueError`` with the page's message when ``text`` cannot be translated: empty
     (or only spaces), longer than ``max_len`` characters, or holding characters that
-    ``src_vocab`` (character-level) does not know, each one named."""
+    ``src_vocab`` (character-level) does not know, each one named. A ``max_len`` that is not
+    an int of at least 1, or a ``src_vocab`` that is not a character-level :class:`Vocab`, is
+    the caller's mistake: a ``TypeError`` or ``ValueError`` naming it."""
+    check_positive_int("max_len", max_len)
+    if not isinstance(src_vocab, Vocab) or src_vocab.level != "char":
+        raise TypeError(
+            f"src_vocab must be a character-level attnbook Vocab, got {src_vocab!r:.80}"
+        )
     if not isinstance(text, str):
         raise TypeError(f"text must be a str, got {type(text).__name__}")
     if not text.strip():
@@ -282,8 +291,10 @@ def write_model(
     _check_model(model, src_vocab, tgt_vocab)
     if not isinstance(name, str) or not name or "/" in name:
         raise ValueError(f"name must be a file name without a folder, got {name!r}")
+    if info is not None and not isinstance(info, dict):
+        raise TypeError(f"info must be a dict or None, got {type(info).__name__}")
     info = {**(info or {}), "weights": weights_digest(model)}
-    out = Path(folder) / MODEL_DIR / f"{name}.onnx"
+    out = check_path("folder", folder) / MODEL_DIR / f"{name}.onnx"
     return export_onnx(model, out, src_vocab, tgt_vocab, info=info)
 
 

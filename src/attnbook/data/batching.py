@@ -130,7 +130,8 @@ class BucketBatchSampler(Sampler[list[int]]):
         self.batch_size = check_positive_int("batch_size", batch_size)
         self.pool_batches = check_positive_int("pool_batches", pool_batches)
         self.seed = check_positive_int("seed", seed, minimum=0)
-        self.shuffle, self.drop_last, self.epoch = bool(shuffle), bool(drop_last), 0
+        self.shuffle = check_bool("shuffle", shuffle)
+        self.drop_last, self.epoch = check_bool("drop_last", drop_last), 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = check_positive_int("epoch", epoch, minimum=0)

@@ -10,21 +10,31 @@ from __future__ import annotations
 
 import codecs
 import hashlib
+import io
 import random
 from collections.abc import Iterator
 from pathlib import Path
 
-from .._checks import check_positive_int
+from .._checks import check_bool, check_positive_int
+from .._files import check_path, open_input_file
 from .tasks import TaskData
 from .vocab import LEVELS, Vocab, _check_choice, normalise_text
 
-__all__ = ["load_tsv", "file_sha256"]
+__all__ = ["load_tsv", "file_sha256", "MAX_TSV_BYTES", "MAX_LINE_CHARS"]
+
+#: the largest file :func:`load_tsv` reads whole (its pairs are held in memory); a larger one
+#: is refused unless ``max_pairs`` says to read only its first pairs
+MAX_TSV_BYTES = 1 << 30
+#: the longest line :func:`load_tsv` reads (a sentence pair is far shorter; a longer "line" is
+#: a file with no line breaks, or not text)
+MAX_LINE_CHARS = 100_000
+_TSV_WANTS = "a regular file of source<TAB>target lines"
 
 
 def file_sha256(path: str | Path) -> str:
     """The SHA-256 of a file's bytes (hex): a checkpoint stores it to notice a changed corpus."""
     digest = hashlib.sha256()
-    with Path(path).open("rb") as f:
+    with open_input_file("path", path, "a regular file", allow_empty=True) as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -33,28 +43,59 @@ def file_sha256(path: str | Path) -> str:
 def _decode_error(path: Path, encoding: str) -> ValueError | None:
     """Where ``path`` stops being valid ``encoding``: file, line and column (1-based) and the
     bytes; None if it decodes. (A decoding error's own offset counts from the start of the
-    chunk being read, not of the file, and says nothing of lines.)"""
-    raw = path.read_bytes()
-    try:
-        raw.decode(encoding)
-    except UnicodeDecodeError as e:
-        before = raw[: e.start].decode(encoding, errors="replace")
-        line = before.count("\n") + 1
-        column = len(before) - (before.rfind("\n") + 1) + 1
-        return ValueError(
-            f"{path}, line {line}, column {column}: not valid {encoding} (bytes "
-            f"{raw[e.start : e.end]!r:.40}); give the file's encoding (on the "
-            "command line: --encoding, e.g. latin-1 or cp1252)"
-        )
-    return None
+    chunk being read, not of the file, and says nothing of lines.) Read a block at a time."""
+    decoder = codecs.getincrementaldecoder(encoding)()
+    lines, column = 0, 0  # line breaks before the error, characters since the last one
+    with open_input_file("path", path, _TSV_WANTS) as f:
+        while True:
+            block = f.read(1 << 20)
+            try:
+                text = decoder.decode(block, final=not block)
+            except UnicodeDecodeError as e:
+                text = e.object[: e.start].decode(encoding, errors="replace")
+                bad = e.object[e.start : e.end]
+            else:
+                bad = None
+            n = text.count("\n")
+            lines += n
+            column = len(text) - (text.rfind("\n") + 1) + (0 if n else column)
+            if bad is not None:
+                return ValueError(
+                    f"{path}, line {lines + 1}, column {column + 1}: not valid {encoding} "
+                    f"(bytes {bad!r:.40}); give the file's encoding (on the command line: "
+                    "--encoding, e.g. latin-1 or cp1252)"
+                )
+            if not block:
+                return None
 
 
-def _numbered_lines(path: Path, encoding: str) -> Iterator[tuple[int, str]]:
+def _numbered_lines(path: Path, encoding: str, max_bytes: int | None) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of a text file, a UTF-8 byte-order mark skipped; bytes that are
-    not valid ``encoding`` are a ``ValueError`` naming the file, line and column."""
-    with path.open(encoding=encoding, newline="") as f:
+    not valid ``encoding`` are a ``ValueError`` naming the file, line and column, and so are a
+    NUL character (a binary file, or UTF-16 read as another encoding) and a line longer than
+    :data:`MAX_LINE_CHARS`."""
+    raw = open_input_file(
+        "path",
+        path,
+        _TSV_WANTS,
+        max_bytes=max_bytes,
+        too_big=" whole: give max_pairs (--max-pairs) to read its first pairs, or split it",
+    )
+    with io.TextIOWrapper(raw, encoding=encoding, newline="") as f:
         try:
-            for number, line in enumerate(f, start=1):
+            number = 0
+            while line := f.readline(MAX_LINE_CHARS + 2):  # + its line break
+                number += 1
+                if "\0" in line:
+                    raise ValueError(
+                        f"{path}, line {number}: holds a NUL character (\\0): not a text file, "
+                        f"or not {encoding} (a UTF-16 file? on the command line: --encoding)"
+                    )
+                if len(line.rstrip("\r\n")) > MAX_LINE_CHARS:
+                    raise ValueError(
+                        f"{path}, line {number}: longer than {MAX_LINE_CHARS} characters; it "
+                        "wants one source<TAB>target pair a line (is it a text file?)"
+                    )
                 yield number, (line[1:] if number == 1 and line.startswith("\ufeff") else line)
         except UnicodeDecodeError:
             error = _decode_error(path, encoding)
@@ -91,11 +132,16 @@ def load_tsv(
     are split at random (``seed``) by *source sentence*, so that a sentence with several
     translations lands in one split only. Vocabularies come from the training split alone
     (symbols seen ``min_freq`` times), with ``unknown="unk"`` for what the other splits hold.
+
+    ``path`` must be a regular, readable, non-empty file (a folder, a FIFO, a device such as
+    ``/dev/zero``, a link to nothing is a one-line error, and a FIFO is never waited on) of at
+    most :data:`MAX_TSV_BYTES` bytes unless ``max_pairs`` is given; a line longer than
+    :data:`MAX_LINE_CHARS` characters or holding a NUL character is a ``ValueError`` naming
+    the file and the line.
     """
-    if not isinstance(path, (str, Path)):
-        raise TypeError(f"path must be a str or a pathlib.Path, got {type(path).__name__}")
-    path = Path(path)
+    path = check_path("path", path)
     _check_choice("level", level, LEVELS)
+    check_bool("lower", lower)
     check_positive_int("min_len", min_len)
     check_positive_int("max_len", max_len)
     if min_len > max_len:
@@ -122,12 +168,11 @@ def load_tsv(
             f"encoding must be a text encoding Python knows (utf-8, latin-1, "
             f"cp1252, ...), got {encoding!r}"
         ) from None
-    if path.is_dir():
-        raise ValueError(f"{path} is a folder, not a file of sentence pairs")
 
     pairs: list[tuple[str, str]] = []
     n_lines = n_too_short = n_too_long = 0
-    for number, line in _numbered_lines(path, encoding):
+    limit = MAX_TSV_BYTES if max_pairs is None else None  # max_pairs: read its first pairs
+    for number, line in _numbered_lines(path, encoding, limit):
         line = line.rstrip("\r\n")
         if not line.strip():
             continue

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from .._checks import check_positive_int, check_tensor
+from .._checks import check_bool, check_positive_int, check_tensor
 
 __all__ = [
     "PAD",
@@ -90,8 +90,15 @@ class Vocab:
                     f"symbols[{i}] must be a non-empty word without whitespace for "
                     f"level='word', got {symbol!r}"
                 )
-            if symbol in SPECIALS or symbol in seen:
-                raise ValueError(f"symbols[{i}] = {symbol!r} is a special symbol or a duplicate")
+            if symbol in SPECIALS:
+                raise ValueError(
+                    f"symbols[{i}] = {symbol!r} is a special symbol, which every Vocab holds "
+                    f"first; it wants the other symbols only"
+                )
+            if symbol in seen:
+                raise ValueError(
+                    f"symbols[{i}] = {symbol!r} is a duplicate (symbols[{symbols.index(symbol)}])"
+                )
             seen.add(symbol)
         self.level, self.unknown = level, unknown
         self.itos: list[str] = list(SPECIALS) + symbols  # id -> symbol
@@ -117,6 +124,8 @@ class Vocab:
             check_positive_int("max_size", max_size)
         if isinstance(texts, str):
             raise TypeError("texts must be an iterable of str, got a single str")
+        if isinstance(texts, (bytes, Mapping)) or not isinstance(texts, Iterable):
+            raise TypeError(f"texts must be an iterable of str, got {type(texts).__name__}")
         counts: Counter[str] = Counter()
         for i, text in enumerate(texts):
             _check_text(f"texts[{i}]", text)
@@ -153,6 +162,8 @@ class Vocab:
         """``text`` -> token ids; ``unknown`` overrides the vocabulary's setting."""
         unknown = self.unknown if unknown is None else unknown
         _check_choice("unknown", unknown, _UNKNOWN)
+        check_bool("add_bos", add_bos)
+        check_bool("add_eos", add_eos)
         ids = []
         for position, symbol in enumerate(self.tokenize(text)):
             i = self.stoi.get(symbol)
@@ -174,9 +185,15 @@ class Vocab:
         ``<bos>``/``<pad>`` are dropped, which is what a model's output needs; ``<unk>`` stays
         visible. ``decode(encode(text, add_bos=True, add_eos=True)) == text``.
         """
+        check_bool("strip_special", strip_special)
         if isinstance(ids, torch.Tensor):
             check_tensor("ids", ids, ndim=1, integer=True, shape_hint="(L,)")
             ids = ids.tolist()
+        elif not isinstance(ids, (list, tuple, range)):
+            raise TypeError(
+                f"ids must be a list of token ids or a 1-D integer tensor, got "
+                f"{type(ids).__name__} {ids!r:.40}"
+            )
         symbols = []
         for position, i in enumerate(ids):
             if isinstance(i, bool) or not isinstance(i, int):
@@ -220,7 +237,43 @@ class Vocab:
 
     @classmethod
     def from_dict(cls, d: dict) -> Vocab:
-        return cls(d["symbols"], level=d["level"], unknown=d.get("unknown", "error"))
+        """The vocabulary :meth:`to_dict` described: ``{"symbols": [...], "level": "char" or
+        "word", "unknown": "error" or "unk"}`` (``unknown`` may be left out). A missing or
+        unknown key, a value of the wrong type, a duplicate or special symbol is a
+        ``ValueError`` or ``TypeError`` naming the key (a checkpoint's vocabulary edited by hand,
+        or a file of another program)."""
+        wants = (
+            "{'symbols': [str, ...], 'level': 'char' or 'word', 'unknown': 'error' or 'unk'} "
+            "as Vocab.to_dict() returns"
+        )
+        if not isinstance(d, Mapping):
+            raise TypeError(f"d must be a dict {wants}, got {type(d).__name__} {d!r:.60}")
+        missing = [k for k in ("symbols", "level") if k not in d]
+        if missing:
+            raise ValueError(f"d has no key {', '.join(map(repr, missing))}; it wants {wants}")
+        unknown_keys = [k for k in d if k not in ("symbols", "level", "unknown")]
+        if unknown_keys:
+            raise ValueError(
+                f"d has the key(s) {', '.join(map(repr, unknown_keys))}, which Vocab.to_dict() "
+                f"does not write; it wants {wants}"
+            )
+        symbols = d["symbols"]
+        if not isinstance(symbols, (list, tuple)):
+            raise TypeError(
+                f"d['symbols'] must be a list of str, got {type(symbols).__name__} {symbols!r:.60}"
+            )
+        if list(symbols[: len(SPECIALS)]) == list(SPECIALS):
+            raise ValueError(
+                f"d['symbols'] starts with the special symbols {SPECIALS}; it wants the symbols "
+                "after them, as Vocab.to_dict() writes them (itos[4:])"
+            )
+        for key, choices in (("level", LEVELS), ("unknown", _UNKNOWN)):
+            if key in d and (not isinstance(d[key], str) or d[key] not in choices):
+                raise ValueError(f"d[{key!r}] must be one of {choices}, got {d[key]!r:.60}")
+        try:
+            return cls(symbols, level=d["level"], unknown=d.get("unknown", "error"))
+        except (TypeError, ValueError) as err:  # a symbol of the wrong kind: named, as d's
+            raise type(err)(f"d['symbols']: {err}") from None
 
 
 _WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]")
@@ -232,6 +285,7 @@ def tokenize_words(text: str, lower: bool = False) -> list[str]:
     Apostrophes inside a word stay (``"don't"``); ``lower`` lower-cases first.
     """
     _check_text("text", text)
+    check_bool("lower", lower)
     return _WORD.findall(text.lower() if lower else text)
 
 
@@ -242,6 +296,7 @@ def normalise_text(text: str, level: str = "word", lower: bool = False) -> str:
     runs of whitespace. ``lower`` lower-cases."""
     _check_text("text", text)
     _check_choice("level", level, LEVELS)
+    check_bool("lower", lower)
     if level == "word":
         return " ".join(tokenize_words(text, lower))
     text = " ".join(text.split())  # collapse runs of whitespace

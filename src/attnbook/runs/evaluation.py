@@ -11,11 +11,13 @@ tsv), and returns what the command writes to ``evaluation.json``. :func:`transla
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 
-from .._checks import check_positive_int
+from .._checks import check_bool, check_positive_int
+from .._files import check_output_file, check_path
 from .._limits import check_memory, is_size, pair_bytes
 from ..data import length_controlled
 from ..decode import _check_decoding_memory
@@ -25,7 +27,7 @@ from ..utils import get_device
 from .models import model_from_checkpoint, position_limit
 from .options import SEQUENCE_TASKS
 from .report import attention_figure
-from .tasks import build_task, find_data, normalise_input
+from .tasks import build_task, check_checkpoint_file, find_data, normalise_input
 
 __all__ = ["DEFAULT_N_PER_LENGTH", "evaluate_run", "translate_run", "export_run"]
 
@@ -65,11 +67,18 @@ def evaluate_run(
     "checkpoint", "step", "task", "model"}`` (and ``"test"``), what ``evaluation.json`` holds;
     writes nothing.
     """
+    for name, value in (("beam", beam), ("batch_size", batch_size)):
+        check_positive_int(name, value)
+    if isinstance(lengths, (str, bytes)) or not isinstance(lengths, Iterable):
+        raise TypeError(
+            f"lengths must be positive integers such as (5, 10, 20), got {type(lengths).__name__}"
+        )
     lengths = sorted(set(lengths))
     if not lengths or any(not isinstance(n, int) or n < 1 for n in lengths):
         raise ValueError(f"lengths must be positive integers such as (5, 10, 20), got {lengths}")
     if n_per_length is not None:
         check_positive_int("n_per_length", n_per_length)
+    check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
@@ -205,7 +214,21 @@ def translate_run(
     A tsv run's input is tokenised and lower-cased as its data were. ``max_len``: the longest
     output (default twice the input, plus 10); ``beam``: 1 for greedy decoding;
     ``attention_png``: also draw each output's cross-attention there (with several inputs
-    the file names get ``_1``, ``_2``, ...)."""
+    the file names get ``_1``, ``_2``, ...; checked, as every file, before any decoding)."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, (list, tuple)) or not texts:
+        raise (ValueError if isinstance(texts, (list, tuple)) else TypeError)(
+            f"texts must be a non-empty list of str, got {texts!r:.60}"
+        )
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__} {text!r:.40}")
+    check_positive_int("beam", beam)
+    if max_len is not None:
+        check_positive_int("max_len", max_len)
+    pngs = _attention_pngs(attention_png, len(texts)) if attention_png is not None else None
+    check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
@@ -214,8 +237,6 @@ def translate_run(
         raise ValueError(
             f"--max-len {max_len}: this model writes at most {limit} tokens (its positional table)"
         )
-    if isinstance(texts, str):
-        texts = [texts]
     checked = []
     for i, raw in enumerate(texts, start=1):  # every input checked before any work
         text = normalise_input(raw, src_vocab, meta)
@@ -242,11 +263,8 @@ def translate_run(
         checked.append((i, text, n))
     for i, text, n in checked:
         length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
-        if attention_png:
-            png = Path(attention_png)
-            if len(texts) > 1:
-                png = png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}")
-            output = attention_figure(model, text, src_vocab, tgt_vocab, beam, length, png)
+        if pngs:
+            output = attention_figure(model, text, src_vocab, tgt_vocab, beam, length, pngs[i - 1])
             if output is None:
                 raise ValueError(
                     "this model has no attention to draw (--model rnn uses the fixed context "
@@ -258,6 +276,28 @@ def translate_run(
             yield tgt_vocab.decode(generate(model, src, max_len=length, beam=beam)[0])
 
 
+def _attention_pngs(attention_png, n: int) -> list[Path]:
+    """The picture files of ``--attention-png`` for ``n`` inputs (``_1``, ``_2``, ... when
+    several), each checked: a path (not a folder, a FIFO, a device, under a file) in a format
+    matplotlib writes, named by its suffix (none: png)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    png = check_path("--attention-png", attention_png)
+    formats = sorted(FigureCanvasBase.get_supported_filetypes())
+    kind = png.suffix.lstrip(".").lower()
+    if kind and kind not in formats:
+        raise ValueError(
+            f"--attention-png {png}: matplotlib cannot write .{kind} files; it wants a "
+            f"picture file ending in {', '.join('.' + f for f in formats)} (none: .png)"
+        )
+    if n > 1:
+        pngs = [png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}") for i in range(1, n + 1)]
+    else:
+        pngs = [png]
+    wants = "a picture file to write (such as attention.png)"
+    return [check_output_file("--attention-png", p, wants) for p in pngs]
+
+
 def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = False) -> dict:
     """Write the Transformer of the run whose ``checkpoint.pt`` is ``checkpoint`` as ONNX to
     ``out`` (an ``.onnx`` file; its JSON sidecar beside it), as ``python -m attnbook export``
@@ -265,15 +305,18 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     refused unless ``overwrite``; every argument is checked before anything is written."""
     from ..export import export_onnx, missing_packages
 
+    check_path("--out", out)
+    check_bool("overwrite", overwrite)
     shown, out = str(out), Path(out)
     if out.suffix != ".onnx":
         raise ValueError(f"--out must name an .onnx file (such as dates.onnx), got {shown!r}")
     sidecar = out.with_suffix(".json")
-    if out.is_dir():
-        raise ValueError(f"--out {shown} is a folder; give the .onnx file to write")
+    for path in (out, sidecar):  # a folder, a FIFO, a device, a file for a folder: refused
+        check_output_file("--out", path, "an .onnx file to write (its .json sidecar beside it)")
     existing = [str(p) for p in (out, sidecar) if p.exists()]
     if existing and not overwrite:
         raise ValueError(f"--out: {' and '.join(existing)} already exist; pass --overwrite")
+    check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, torch.device("cpu"))
     if meta["model"] != "transformer":

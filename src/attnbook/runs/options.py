@@ -27,7 +27,7 @@ from ..data.tasks import _SEQUENCE_OPTIONS
 from ..languages import LOCALES
 from ..train import DEFAULT_STEPS, CheckpointError, TrainConfig, load_checkpoint
 from .models import MODELS, POSITIONS, training_device, training_parts
-from .tasks import check_data_file, find_data
+from .tasks import check_checkpoint_file, check_data_file, find_data
 
 __all__ = [
     "TASK_NAMES",
@@ -301,6 +301,7 @@ def resolve_options(given: dict, resume: str | None = None) -> tuple[dict, dict 
     ckpt, changes = None, []
     options = {**TRAIN_DEFAULTS, "task": None, "data": None}
     if resume:
+        check_checkpoint_file("--resume", resume)
         ckpt = load_checkpoint(resume)
         before = (ckpt.get("meta") or {}).get("options")
         if before is None:

@@ -15,15 +15,18 @@ import os
 import sys
 from pathlib import Path
 
+from .._files import check_input_file, check_path
 from ..data import Vocab, file_sha256, load_tsv, make_task, normalise_text
 from ..languages import make_dates_between
 from ..train import CheckpointError
+from ..train.checkpoint import CHECKPOINT_WANTS
 
 __all__ = [
     "task_kwargs_from",
     "build_task",
     "normalise_input",
     "check_data_file",
+    "check_checkpoint_file",
     "find_data",
     "data_identity",
 ]
@@ -58,8 +61,7 @@ def build_task(name: str, kwargs: dict):
     if name == "tsv":
         kw = dict(kwargs)
         path = Path(kw.pop("path"))
-        if not path.is_file():
-            raise FileNotFoundError(f"the data file {path} does not exist")
+        check_data_file(path)
         try:
             return load_tsv(path, **kw)
         except OSError as err:  # unreadable: permissions, a device error
@@ -78,14 +80,21 @@ def normalise_input(text: str, vocab: Vocab, meta: dict) -> str:
     return normalise_text(text, vocab.level, meta["task_kwargs"].get("lower", False))
 
 
-def check_data_file(path: Path) -> None:
-    """Refuse a --data path that is not a readable file."""
-    if path.is_dir():
-        raise ValueError(f"--data {path}: is a folder; it wants a file of source<TAB>target lines")
-    if not path.is_file():
-        raise FileNotFoundError(f"--data {path}: no such file")
-    if not os.access(path, os.R_OK):
-        raise ValueError(f"--data {path}: cannot read it (permission denied)")
+def check_data_file(path) -> Path:
+    """Refuse a --data path that is not a readable, non-empty regular file (a folder, a FIFO, a
+    device, a link to nothing: :func:`attnbook._files.check_input_file`, which opens nothing);
+    return it as a Path."""
+    return check_input_file("--data", path, "a regular file of source<TAB>target lines")
+
+
+def check_checkpoint_file(option: str, path) -> Path:
+    """Refuse a ``--checkpoint`` or ``--resume`` path (``option`` names which) that is not a
+    readable, non-empty regular file, with a :class:`CheckpointError` naming the option, before
+    :func:`attnbook.train.load_checkpoint` opens it; return it as a Path."""
+    try:
+        return check_input_file(option, path, CHECKPOINT_WANTS)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(str(err)) from None
 
 
 def find_data(ckpt: dict, ckpt_path, given: str | None) -> Path:
@@ -132,7 +141,7 @@ def find_data(ckpt: dict, ckpt_path, given: str | None) -> Path:
 def data_identity(path: str, out: Path) -> dict:
     """What a checkpoint stores of a tsv file: where it was, where relative to the run's
     folder, and its content's hash."""
-    path = Path(path).resolve()
+    path = check_path("path", path).resolve()
     identity = {"path": str(path), "sha256": file_sha256(path)}
     with contextlib.suppress(ValueError):  # another drive (Windows)
         identity["relative"] = os.path.relpath(path, out.resolve())

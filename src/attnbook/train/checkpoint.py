@@ -18,11 +18,13 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from .._files import open_input_file
 from ..data import Vocab
 from .runtime import _rng_state, _set_rng_state
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_WANTS",
     "CheckpointError",
     "NonFiniteLossError",
     "atomic_write",
@@ -34,6 +36,7 @@ __all__ = [
 
 
 CHECKPOINT_FORMAT = "attnbook-checkpoint-1"
+CHECKPOINT_WANTS = "a checkpoint.pt written by 'python -m attnbook train'"
 
 
 class CheckpointError(ValueError):
@@ -156,16 +159,21 @@ def _process_exists(pid: int) -> bool:
 
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     """Read a checkpoint written by :class:`Trainer`; :class:`CheckpointError` (one clear
-    sentence) when the file is missing, unreadable or not an attnbook checkpoint.
+    sentence) when the file is missing, unreadable or not an attnbook checkpoint (a folder, a
+    FIFO, a device such as ``/dev/zero``, an empty file: :func:`attnbook._files.open_input_file`,
+    which never waits on a FIFO); ``TypeError`` when ``path`` is not a path.
 
     Loaded with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain
     Python values only, so loading one never runs code from the file.
     """
+    try:  # a regular, readable, non-empty file; a FIFO or a device is refused, not read
+        f = open_input_file("checkpoint", path, CHECKPOINT_WANTS)
+    except (OSError, ValueError) as err:
+        raise CheckpointError(str(err)) from None
     path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} does not exist (or is not a file)")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+        with f:
+            ckpt = torch.load(f, map_location=map_location, weights_only=True)
     except Exception as e:  # a truncated zip, random bytes, a pickle with code...
         if isinstance(e, pickle.UnpicklingError) or "weights_only" in str(e).lower():
             why = "not a PyTorch checkpoint, or one holding more than tensors and plain values"

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .._checks import check_positive_int, check_probability
+from .._files import check_path
 from .._limits import check_memory, history_bytes
 from .._options import (
     float_pair,
@@ -204,6 +207,7 @@ class TrainConfig:
     )
 
     def __post_init__(self):
+        _check_kinds(self)
         for name in ("steps", "epochs", "d_model", "eval_examples"):
             if getattr(self, name) is not None:
                 check_positive_int(name, getattr(self, name))
@@ -273,5 +277,46 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, d: dict, **overrides) -> TrainConfig:
         """Rebuild a config (e.g. from a checkpoint), ignoring keys it does not know."""
+        if not isinstance(d, Mapping):
+            raise TypeError(f"d must be a dict of TrainConfig's fields, got {type(d).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         return cls(**{**{k: v for k, v in d.items() if k in known}, **overrides})
+
+
+def _number(name: str, value, low: float, high: float, *, high_open: bool = False) -> float:
+    """``value``: a real number (not a bool, not NaN) in ``[low, high]`` (``[low, high)``)."""
+    want = f"[{low}, {high}{')' if high_open else ']'}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(
+            f"{name} must be a float in {want}, got {type(value).__name__} {value!r:.40}"
+        )
+    if not (low <= value < high if high_open else low <= value <= high):
+        raise ValueError(f"{name} must be a float in {want}, got {value!r}")
+    return float(value)
+
+
+def _check_kinds(c: TrainConfig) -> None:
+    """The fields whose type the range checks of ``__post_init__`` take for granted: each
+    wrong one a ``TypeError`` or ``ValueError`` naming it (never a comparison's own error)."""
+    _number("min_lr_ratio", c.min_lr_ratio, 0.0, 1.0)
+    if isinstance(c.betas, (str, bytes)) or not isinstance(c.betas, (tuple, list)):
+        raise TypeError(
+            f"betas must be two floats in [0, 1) such as (0.9, 0.98), got "
+            f"{type(c.betas).__name__} {c.betas!r:.40}"
+        )
+    if len(c.betas) != 2:
+        raise ValueError(f"betas must be two floats in [0, 1), got {len(c.betas)}: {c.betas!r:.60}")
+    for i, beta in enumerate(c.betas):
+        _number(f"betas[{i}]", beta, 0.0, 1.0, high_open=True)
+    if isinstance(c.weight_decay, (int, float)) and not isinstance(c.weight_decay, bool):
+        if not math.isfinite(c.weight_decay):
+            raise ValueError(f"weight_decay must be a finite number >= 0, got {c.weight_decay}")
+    if not isinstance(c.device, str):
+        raise TypeError(
+            f"device must be a str, one of {DEVICES} or 'cuda:N', got "
+            f"{type(c.device).__name__} {c.device!r:.40}"
+        )
+    if c.device.startswith("cuda:") and not c.device[5:].isdigit():
+        raise ValueError(f"device 'cuda:N' wants N a GPU's number such as cuda:0, got {c.device!r}")
+    if c.out_dir is not None:
+        check_path("out_dir", c.out_dir)

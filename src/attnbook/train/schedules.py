@@ -56,6 +56,8 @@ def cosine_lr(step: int, lr: float, warmup: int, total_steps: int, min_ratio: fl
     lr = _check_lr("lr", lr)
     check_positive_int("warmup", warmup, minimum=0)
     check_positive_int("total_steps", total_steps)
+    if isinstance(min_ratio, bool) or not isinstance(min_ratio, (int, float)):
+        raise TypeError(f"min_ratio must be a float in [0, 1], got {type(min_ratio).__name__}")
     if not 0.0 <= min_ratio <= 1.0:
         raise ValueError(f"min_ratio must be in [0, 1], got {min_ratio}")
     if warmup and step <= warmup:
