@@ -675,7 +675,8 @@ CASES = [
         {
             "checkpoint": NOT_PATH + ["/dev/zero"],
             "lengths": [3, None, (), (0,), ("3",), (2.5,)],
-            "n_per_length": NOT_POSITIVE_INT,
+            # None is allowed here: up to DEFAULT_N_PER_LENGTH, as many as the task has
+            "n_per_length": [v for v in NOT_POSITIVE_INT if v is not None],
             "beam": NOT_POSITIVE_INT,
             "batch_size": NOT_POSITIVE_INT,
             "device": ["tpu", 3, "cuda:x"],
