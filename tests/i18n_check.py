@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CATALOGS = ROOT / "locale" / "zh_CN" / "LC_MESSAGES"
 
 # a role: {name}`content`; content "title <target>" keeps only the target
-ROLE = re.compile(r"\{([a-z][a-z0-9:_-]*)\}`([^`]*)`")
+ROLE = re.compile(r"(?<!`)\{([a-z][a-z0-9:_-]*)\}`([^`]*)`")
 DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$", re.S)
 INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)((?:\\.|[^$\\])+?)\$")
 CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
