@@ -18,6 +18,7 @@ from ..data import length_controlled
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
 from ..utils import get_device
+from .folder import check_new_files, check_outputs
 from .models import model_from_checkpoint, position_limit
 from .options import SEQUENCE_TASKS
 from .report import attention_figure
@@ -123,6 +124,7 @@ def translate_run(
     beam: int = 1,
     max_len: int | None = None,
     attention_png: str | Path | None = None,
+    overwrite: bool = False,
     device: str = "auto",
 ):
     """Decode each of ``texts`` with the model of the run whose ``checkpoint.pt`` is
@@ -131,7 +133,8 @@ def translate_run(
     A tsv run's input is tokenised and lower-cased as its data were. ``max_len``: the longest
     output (default twice the input, plus 10); ``beam``: 1 for greedy decoding;
     ``attention_png``: also draw each output's cross-attention there (with several inputs
-    the file names get ``_1``, ``_2``, ...)."""
+    the file names get ``_1``, ``_2``, ...); an existing file is refused unless ``overwrite``,
+    and the checkpoint always (links resolved)."""
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
@@ -155,12 +158,18 @@ def translate_run(
             )
         src_vocab.encode(text)  # an unknown symbol fails here
         checked.append((i, text, n))
-    for i, text, n in checked:
-        length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
-        if attention_png:
+    pngs = {}
+    if attention_png:
+        for i, _, _ in checked:
             png = Path(attention_png)
             if len(texts) > 1:
                 png = png.with_name(f"{png.stem}_{i}{png.suffix or '.png'}")
+            pngs[i] = png
+        check_new_files("--attention-png", list(pngs.values()), checkpoint, overwrite)
+    for i, text, n in checked:
+        length = max_len or (2 * n + 10 if limit is None else min(2 * n + 10, limit))
+        if attention_png:
+            png = pngs[i]
             output = attention_figure(model, text, src_vocab, tgt_vocab, beam, length, png)
             if output is None:
                 raise ValueError(
@@ -186,6 +195,7 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     sidecar = out.with_suffix(".json")
     if out.is_dir():
         raise ValueError(f"--out {shown} is a folder; give the .onnx file to write")
+    check_outputs({"--out": out, "--out's sidecar": sidecar}, {"--checkpoint": checkpoint})
     existing = [str(p) for p in (out, sidecar) if p.exists()]
     if existing and not overwrite:
         raise ValueError(f"--out: {' and '.join(existing)} already exist; pass --overwrite")
