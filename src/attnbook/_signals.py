@@ -26,7 +26,8 @@ by the signal, which a shell reports as 130 or 143 too.
 :func:`phase` is a hook for tests only: with ``ATTNBOOK_TEST_PAUSE_AT`` set in the
 environment, each named moment of a command prints ``attnbook-test-phase NAME`` on stderr,
 and the one named by the variable also sleeps (up to ``ATTNBOOK_TEST_PAUSE_S`` seconds,
-default 30) so that a test can send a signal exactly there. Unset (always, outside tests),
+default 30, or until the file ``ATTNBOOK_TEST_PAUSE_UNTIL`` exists) so that a test can send
+a signal, or run another command, exactly there. Unset (always, outside tests),
 it does nothing.
 """
 
@@ -37,6 +38,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import PureWindowsPath
 
 __all__ = ["Terminated", "guard", "guard_if_command", "arm", "settle", "signal_name", "phase"]
 
@@ -113,7 +115,7 @@ def started_as_command(argv: list[str] | None = None, orig: list[str] | None = N
             if arg.startswith("-m"):
                 return arg == "-mattnbook"
         return False
-    return os.path.basename(first).lower() in ("attnbook", "attnbook.exe")
+    return PureWindowsPath(first).name.lower() in ("attnbook", "attnbook.exe")  # / and \\
 
 
 def guard_if_command() -> None:
@@ -147,8 +149,10 @@ def settle(saved: dict | None) -> None:
     global _saved, _pending
     if not _main_thread():
         return
-    if saved is None:
-        _install(_record)
+    if saved is None:  # the process exits next: its interpreter's shutdown resets the
+        _install(_record)  # handlers to the default (death by the signal), so block them
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
         return
     for sig, handler in saved.items():
         signal.signal(sig, handler)
@@ -160,6 +164,7 @@ def settle(saved: dict | None) -> None:
 # --------------------------------------------------------------------------------------------
 
 _PAUSE_AT = os.environ.get("ATTNBOOK_TEST_PAUSE_AT")
+_paused: set = set()
 
 
 def phase(name: str, stop=None) -> None:
@@ -169,10 +174,14 @@ def phase(name: str, stop=None) -> None:
     if _PAUSE_AT is None:
         return
     print(f"attnbook-test-phase {name}", file=sys.stderr, flush=True)
-    if _PAUSE_AT != name:
+    if _PAUSE_AT != name or name in _paused:
         return
+    _paused.add(name)  # once: the clean-up after a signal may pass the same moment again
     end = time.monotonic() + float(os.environ.get("ATTNBOOK_TEST_PAUSE_S", "30"))
+    until = os.environ.get("ATTNBOOK_TEST_PAUSE_UNTIL")  # a file whose creation ends it
     while time.monotonic() < end and not (stop is not None and stop()):
+        if until and os.path.exists(until):
+            break
         time.sleep(0.01)
 
 

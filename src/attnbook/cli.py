@@ -514,10 +514,10 @@ def _run(args: argparse.Namespace, name: str) -> int:
     try:
         try:
             _signals.arm()  # a signal that came during the imports stops the command here
+            _signals.phase("command")
         except BaseException as stop:
             stop.attnbook_detail = " before the command started: nothing was written"
             raise
-        _signals.phase("command")
         return args.func(args)
     except (
         ValueError,

@@ -198,6 +198,7 @@ def train_resolved(
     if resume is not None and resume_seen is None:
         resume_seen = file_identity(resume)
     in_place = resume is not None and out.resolve() == Path(resume).resolve().parent
+    _signals.phase("resolved")  # (the checkpoint read, the folder not locked yet)
     rank = int(os.environ.get("RANK", "0"))  # (before the process group: only rank 0 writes)
     created, lock, state = not out.exists(), None, {}
     try:
