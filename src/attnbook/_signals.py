@@ -164,7 +164,7 @@ def settle(saved: dict | None) -> None:
 # --------------------------------------------------------------------------------------------
 
 _PAUSE_AT = os.environ.get("ATTNBOOK_TEST_PAUSE_AT")
-_paused: set = set()
+_reached: set = set()  # the moments passed (a signal may come before the pause)
 
 
 def phase(name: str, stop=None) -> None:
@@ -173,10 +173,11 @@ def phase(name: str, stop=None) -> None:
     callable that ends the pause early when true (a stop requested by a signal)."""
     if _PAUSE_AT is None:
         return
+    first = name not in _reached
+    _reached.add(name)
     print(f"attnbook-test-phase {name}", file=sys.stderr, flush=True)
-    if _PAUSE_AT != name or name in _paused:
+    if _PAUSE_AT != name or not first:  # once: the clean-up after a signal may pass it again
         return
-    _paused.add(name)  # once: the clean-up after a signal may pass the same moment again
     end = time.monotonic() + float(os.environ.get("ATTNBOOK_TEST_PAUSE_S", "30"))
     until = os.environ.get("ATTNBOOK_TEST_PAUSE_UNTIL")  # a file whose creation ends it
     while time.monotonic() < end and not (stop is not None and stop()):

@@ -124,8 +124,7 @@ def check_outputs(outputs: dict[str, Path], inputs: dict[str, Path | str | None]
         if source is not None:
             raise ValueError(
                 f"{what} {path} is {source} {inputs[source]} (the same file, links "
-                f"resolved): a command never writes over a file it reads; choose another "
-                f"{what.split()[0]}"
+                "resolved): a command never writes over a file it reads"
             )
 
 
