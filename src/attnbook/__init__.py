@@ -25,6 +25,10 @@ One concept per module:
 - :mod:`attnbook.utils`: seeding, device choice, the chapters' setup cell
 """
 
+# First: the command line (python -m attnbook, the attnbook script) records Ctrl-C and SIGTERM
+# from here until its imports are done (torch swallows a KeyboardInterrupt raised while it
+# imports numpy); see attnbook._signals. A library import changes nothing.
+from . import _signals  # noqa: F401  (guards the signals when imported: keep it first)
 from .attention import (
     AdditiveAttention,
     DotAttention,

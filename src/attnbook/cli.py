@@ -8,10 +8,14 @@ a trained model on your own input; ``export`` writes a Transformer run as ONNX w
 attention (:mod:`attnbook.export`). ``--help`` on each says more.
 
 A run is never destroyed by mistake: ``train`` refuses an ``--out`` that already holds a run
-(``--overwrite`` replaces it, ``--resume`` continues it), checks ``--out``, ``--data`` and the
-model's length limit before the first step, writes every file atomically, saves a checkpoint
-only from a healthy model, and saves one on Ctrl-C or SIGTERM. The exit statuses are
-:data:`EXIT_CODES_HELP`.
+(``--overwrite`` replaces it, ``--resume`` continues it) or anything that is not of a run,
+checks ``--out``, ``--data`` and the model's length limit before the first step, locks the
+run folder while it writes it (one command at a time: :class:`attnbook.runs.folder.RunLock`),
+writes every file atomically, saves a checkpoint only from a healthy model, and saves one on
+Ctrl-C or SIGTERM. No command writes over a file it reads (links resolved) or over a file
+it did not make. Ctrl-C and SIGTERM at any moment, from the first import to the last write,
+end a command with status 130 or 143 and one line (:mod:`attnbook._signals`). The exit
+statuses are :data:`EXIT_CODES_HELP`.
 
 This module parses the arguments and says what happened; the work is the library's
 (:mod:`attnbook.runs`: :func:`attnbook.runs.train_run` gives Python the same run folder).
@@ -20,20 +24,29 @@ This module parses the arguments and says what happened; the work is the library
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
-import threading
 from pathlib import Path, PureWindowsPath
 
-from . import __version__
-from ._limits import SIZES_HELP
+from . import __version__, _signals
+from ._cli_help import (
+    EVALUATE_EXAMPLES,
+    EXIT_CODES_HELP,
+    EXIT_DIVERGED,
+    EXIT_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    EXPORT_EXAMPLES,
+    TRAIN_EXAMPLES,
+    TRANSLATE_EXAMPLES,
+)
 from ._options import add_dataclass_arguments
 from ._options import positive_int as _positive_int
 from .runs.evaluation import DEFAULT_N_PER_LENGTH, evaluate_run, export_run, translate_run
-from .runs.folder import RUN_FILES, write_text
+from .runs.folder import RUN_FILES, RunLock, check_outputs, write_text
 from .runs.models import MODELS, build_model
 from .runs.options import (
     APPLIES_TO,
@@ -45,7 +58,7 @@ from .runs.options import (
     TrainCommandOptions,
     resolve_options,
 )
-from .runs.training import train_resolved
+from .runs.training import file_identity, train_resolved
 from .train import NonFiniteLossError, TrainConfig
 from .utils import DEVICES
 
@@ -80,22 +93,6 @@ __all__ = [
     "cmd_export",
 ]
 
-EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_DIVERGED = 0, 1, 2, 3
-EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143  # 128 + SIGINT, 128 + SIGTERM
-EXIT_CODES_HELP = """\
-exit status:
-  0    done
-  1    an error, said in one line on stderr (ATTNBOOK_DEBUG=1 shows the traceback); every
-       check runs before the first step, and no saved file is changed by a failed command
-  2    bad arguments
-  3    training diverged (a NaN or infinite loss or weights): it stopped, and the last good
-       checkpoint is kept as it was
-  130  interrupted by Ctrl-C (SIGINT); in training, after saving a checkpoint that --resume
-       continues from
-  143  stopped by SIGTERM; likewise
-"""
-
-
 # --------------------------------------------------------------------------------------------
 # argument parsing
 # --------------------------------------------------------------------------------------------
@@ -120,69 +117,6 @@ def _lengths(text: str) -> list[int]:
             f"must be comma-separated positive integers such as 5,10,20, got {text!r}"
         )
     return sorted(set(values))
-
-
-TRAIN_EXAMPLES = (
-    """\
-examples:
-  %(prog)s --task dates --model transformer --max-seconds 60 --out runs/dates
-  %(prog)s --task reverse --model rnn-attention --steps 3000 --hidden 256
-  %(prog)s --task tsv --data fra.tsv --model transformer --epochs 10 \\
-      --d-model 256 --layers 3 --device cuda
-  %(prog)s --resume runs/dates/checkpoint.pt --steps 4000
-  torchrun --nproc_per_node=2 -m attnbook train --task dates --batch-size 256
-
---steps is the total number of updates, those before a --resume included. On --resume the
-model, data, seed and length of the run (--steps/--epochs, the schedule's end) come from the
-checkpoint; options given again override it, and each change is printed. --device,
---threads, --compile and --quiet are not carried over. An --out that holds a run is refused
-unless --overwrite. Ctrl-C or SIGTERM saves a checkpoint and exits; --resume continues
-exactly from it.
-
-"""
-    + SIZES_HELP
-    + EXIT_CODES_HELP
-)
-
-EVALUATE_EXAMPLES = (
-    """\
-examples:
-  %(prog)s --checkpoint runs/reverse/checkpoint.pt --lengths 5,10,20,40
-  %(prog)s --checkpoint runs/dates/checkpoint.pt --beam 4
-
-copy/reverse/sort: --n-per-length fresh inputs of exactly each length (none seen in training;
-lengths beyond the training range show how the model extrapolates). dates/tsv: the test split,
-grouped by source length: the column "L" holds sources longer than the previous bound and at
-most L tokens long. tsv runs also get corpus BLEU and chrF (sacrebleu: pip install
-sacrebleu) and the perplexity of the test split. The results are also written to
-evaluation.json beside the checkpoint.
-
-"""
-    + SIZES_HELP
-    + EXIT_CODES_HELP
-)
-
-TRANSLATE_EXAMPLES = (
-    """\
-examples:
-  %(prog)s --checkpoint runs/dates/checkpoint.pt "Wednesday 9 May 2018"
-  %(prog)s --checkpoint runs/dates/checkpoint.pt "9.5.2018" \\
-      --attention-png attention.png --beam 4
-
-"""
-    + SIZES_HELP
-    + EXIT_CODES_HELP
-)
-
-
-EXPORT_EXAMPLES = (
-    """\
-examples:
-  %(prog)s --checkpoint runs/dates/checkpoint.pt --out site/dates.onnx
-
-"""
-    + EXIT_CODES_HELP
-)
 
 
 def program_name(argv0: str | None = None) -> str:
@@ -319,6 +253,12 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="save the cross-attention heatmap (the last layer, averaged over heads "
         "for the transformer); with several inputs FILE gets _1, _2, ...",
     )
+    r.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the --attention-png file(s) if they exist (refused without it; never "
+        "the checkpoint)",
+    )
     r.add_argument("--device", choices=DEVICES, default="auto", help="(default: auto)")
     r.set_defaults(func=cmd_translate)
 
@@ -343,7 +283,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         help="the ONNX file to write; the sidecar FILE.json is written beside it",
     )
     x.add_argument(
-        "--overwrite", action="store_true", help="replace FILE.onnx and FILE.json if they exist"
+        "--overwrite",
+        action="store_true",
+        help="replace FILE.onnx and FILE.json if they exist (never the checkpoint)",
     )
     x.set_defaults(func=cmd_export)
     return parser
@@ -366,7 +308,13 @@ def _resolve_train_options(args: argparse.Namespace) -> tuple[dict, dict | None,
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    run = train_resolved(*_resolve_train_options(args), args.resume)
+    seen = file_identity(args.resume)  # before it is read: a resume writes over no other one
+    run = train_resolved(
+        *_resolve_train_options(args),
+        args.resume,
+        command=getattr(args, "command_line", None),
+        resume_seen=seen,
+    )
     if run.interrupted == "SIGTERM":
         return EXIT_TERMINATED
     return EXIT_INTERRUPTED if run.interrupted else EXIT_OK
@@ -377,7 +325,39 @@ def cmd_train(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
+def _check_evaluation_json(path: Path, inputs: dict) -> None:
+    """evaluation.json is written over no input (links resolved) and over no file that
+    evaluate did not write (a JSON object with its keys)."""
+    check_outputs({"evaluation.json": path}, inputs)
+    if not os.path.lexists(path):
+        return
+    try:
+        old = json.loads(path.read_text("utf-8"))
+        ours = isinstance(old, dict) and {"by_length", "checkpoint", "step"} <= set(old)
+    except (OSError, ValueError):
+        ours = False
+    if not ours or not path.is_file() or path.is_symlink():
+        raise ValueError(
+            f"{path} exists and is not an evaluation that evaluate wrote: it is not written "
+            "over; move it away (evaluate writes its results there)"
+        )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    path = Path(args.checkpoint).parent / "evaluation.json"
+    _check_evaluation_json(path, {"--checkpoint": args.checkpoint, "--data": args.data})
+    lock = RunLock(path.parent, getattr(args, "command_line", None))
+    if Path(args.checkpoint).is_file():  # (a missing one: evaluate_run says so)
+        notice = lock.acquire()
+        if notice:
+            print(notice, file=sys.stderr)
+    try:
+        return _evaluate(args, path)
+    finally:
+        lock.release()
+
+
+def _evaluate(args: argparse.Namespace, path: Path) -> int:
     result = evaluate_run(
         args.checkpoint,
         lengths=args.lengths,
@@ -407,7 +387,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"chrF {corpus['chrf']:.2f}, perplexity {corpus['perplexity']:.3f}, "
             f"exact match {100 * corpus['exact_match']:.1f}%"
         )
-    path = Path(args.checkpoint).parent / "evaluation.json"
+    _check_evaluation_json(path, {"--checkpoint": args.checkpoint, "--data": args.data})
     write_text(path, json.dumps(result, indent=2) + "\n")
     print(f"wrote {path}")
     return 0
@@ -420,6 +400,7 @@ def cmd_translate(args: argparse.Namespace) -> int:
         beam=args.beam,
         max_len=args.max_len,
         attention_png=args.attention_png,
+        overwrite=args.overwrite,
         device=args.device,
     ):
         print(output)
@@ -438,38 +419,38 @@ def cmd_export(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------------------
 
 
-class _Terminated(BaseException):
-    """SIGTERM outside the training loop (which saves a checkpoint and returns itself)."""
-
-
-def _raise_terminated(signum, frame):
-    raise _Terminated
-
-
-@contextlib.contextmanager
-def _sigterm_raises():
-    """While a command runs, SIGTERM unwinds it like Ctrl-C (temporary files are removed, a
-    one-line message, status 143) instead of killing the process mid-write."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+_Terminated = _signals.Terminated  # (the name it had here)
 
 
 def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
     """Run the command line; returns the exit status (:data:`EXIT_CODES_HELP`). ``argv``:
     the arguments (default ``sys.argv[1:]``); ``prog``: the program name of the usage and
-    messages (default :func:`program_name`)."""
-    parser = build_parser(prog)
-    args = parser.parse_args(argv)
-    name = f"{parser.prog} {args.command}"
+    messages (default :func:`program_name`).
+
+    Ctrl-C and SIGTERM: recorded (not acted on) while the process imports and parses, then
+    acted on at once (:mod:`attnbook._signals`); either way one line on stderr and status 130
+    or 143. Called from Python, it puts back the caller's signal handlers on return."""
+    saved = _signals.guard()
     try:
-        with _sigterm_raises():
-            return args.func(args)
+        parser = build_parser(prog)
+        args = parser.parse_args(argv)
+        name = f"{parser.prog} {args.command}"
+        shown = sys.argv[1:] if argv is None else [str(a) for a in argv]
+        args.command_line = " ".join([parser.prog, *shown])[:300]
+        return _run(args, name)
+    finally:
+        _signals.settle(saved)
+
+
+def _run(args: argparse.Namespace, name: str) -> int:
+    try:
+        try:
+            _signals.arm()  # a signal that came during the imports stops the command here
+            _signals.phase("command")
+        except BaseException as stop:
+            stop.attnbook_detail = " before the command started: nothing was written"
+            raise
+        return args.func(args)
     except (
         ValueError,
         TypeError,
@@ -487,12 +468,18 @@ def main(argv: list[str] | None = None, *, prog: str | None = None) -> int:
             return EXIT_DIVERGED
         print(f"{name}: error: {message}", file=sys.stderr)
         return EXIT_ERROR
-    except KeyboardInterrupt:  # outside training (which saves and returns itself)
-        print(f"{name}: interrupted (SIGINT)", file=sys.stderr)
+    except KeyboardInterrupt as stop:  # outside training (which saves and returns itself)
+        print(f"{name}: interrupted (SIGINT){_detail(stop)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except _Terminated:
-        print(f"{name}: stopped (SIGTERM)", file=sys.stderr)
+    except _signals.Terminated as stop:
+        print(f"{name}: stopped (SIGTERM){_detail(stop)}", file=sys.stderr)
         return EXIT_TERMINATED
+
+
+def _detail(stop: BaseException) -> str:
+    """What the command kept, as ``train`` says it (``attnbook_detail``: see
+    :func:`attnbook.runs.training.train_resolved`)."""
+    return str(getattr(stop, "attnbook_detail", "")).replace("\n", " ")
 
 
 if __name__ == "__main__":

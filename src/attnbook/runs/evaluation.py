@@ -24,6 +24,7 @@ from ..decode import _check_decoding_memory
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
 from ..utils import get_device
+from .folder import check_new_files, check_outputs
 from .models import model_from_checkpoint, position_limit
 from .options import SEQUENCE_TASKS
 from .report import attention_figure
@@ -206,6 +207,7 @@ def translate_run(
     beam: int = 1,
     max_len: int | None = None,
     attention_png: str | Path | None = None,
+    overwrite: bool = False,
     device: str = "auto",
 ):
     """Decode each of ``texts`` with the model of the run whose ``checkpoint.pt`` is
@@ -214,7 +216,8 @@ def translate_run(
     A tsv run's input is tokenised and lower-cased as its data were. ``max_len``: the longest
     output (default twice the input, plus 10); ``beam``: 1 for greedy decoding;
     ``attention_png``: also draw each output's cross-attention there (with several inputs
-    the file names get ``_1``, ``_2``, ...; checked, as every file, before any decoding)."""
+    the file names get ``_1``, ``_2``, ...; checked, as every file, before any decoding); an
+    existing file is refused unless ``overwrite``, and the checkpoint always (links resolved)."""
     if isinstance(texts, str):
         texts = [texts]
     if not isinstance(texts, (list, tuple)) or not texts:
@@ -228,6 +231,8 @@ def translate_run(
     if max_len is not None:
         check_positive_int("max_len", max_len)
     pngs = _attention_pngs(attention_png, len(texts)) if attention_png is not None else None
+    if pngs:
+        check_new_files("--attention-png", pngs, checkpoint, overwrite)
     check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
@@ -313,6 +318,7 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     sidecar = out.with_suffix(".json")
     for path in (out, sidecar):  # a folder, a FIFO, a device, a file for a folder: refused
         check_output_file("--out", path, "an .onnx file to write (its .json sidecar beside it)")
+    check_outputs({"--out": out, "--out's sidecar": sidecar}, {"--checkpoint": checkpoint})
     existing = [str(p) for p in (out, sidecar) if p.exists()]
     if existing and not overwrite:
         raise ValueError(f"--out: {' and '.join(existing)} already exist; pass --overwrite")

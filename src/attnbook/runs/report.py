@@ -3,7 +3,9 @@
 :func:`run_metrics` gathers the run's final numbers (the last losses, exact match, the test
 split's scores, the config), :func:`write_outputs` writes them with the history of every
 logged step, the loss curves (:func:`loss_figure`) and the cross-attention of a test input
-(:func:`attention_figure`) into the run's folder, each file atomically.
+(:func:`attention_figure`) into the run's folder, each file atomically and ``metrics.json``
+last, so that :func:`report_complete` tells a finished run from one stopped while writing
+them (``--resume`` finishes that one).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from .._signals import phase
 from ..data import EOS, Vocab
 from ..evaluate import generate
 from ..seq2seq import attention_map
@@ -24,6 +27,8 @@ from .folder import write_text
 __all__ = [
     "run_metrics",
     "write_outputs",
+    "write_metrics",
+    "report_complete",
     "new_figure",
     "save_figure",
     "loss_figure",
@@ -68,9 +73,11 @@ def run_metrics(trainer: Trainer, task, kind: str, n_params: int, test: dict | N
 
 
 def write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> None:
-    """Write ``metrics.json``, ``history.csv``, ``loss.png`` and ``attention.png`` (for a
-    model with cross-attention) into the run folder ``out``, each atomically."""
-    write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+    """Write ``history.csv``, ``loss.png``, ``attention.png`` (for a model with
+    cross-attention) and, last, ``metrics.json`` into the run folder ``out``, each
+    atomically. ``metrics.json`` comes last: a run whose ``metrics.json`` names its
+    checkpoint's step and no interruption has all its files (:func:`report_complete`)."""
+    phase("write:history.csv")
     table = io.StringIO(newline="")
     writer = csv.DictWriter(table, fieldnames=HISTORY_KEYS)
     writer.writeheader()
@@ -78,8 +85,10 @@ def write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> No
         {k: ("" if row.get(k) is None else row[k]) for k in HISTORY_KEYS} for row in trainer.history
     )
     write_text(out / "history.csv", table.getvalue())
+    phase("write:loss.png")
     loss_figure(trainer.history, out / "loss.png", f"{metrics['model']} on {metrics['task']}")
     pairs = task.test or task.val
+    phase("write:attention.png")
     if pairs:  # drawn when the model has cross-attention
         source = pairs[0][0]
         attention_figure(
@@ -91,6 +100,30 @@ def write_outputs(out: Path, trainer: Trainer, model, task, metrics: dict) -> No
             2 * len(trainer.src_vocab.tokenize(source)) + 10,
             out / "attention.png",
         )
+    write_metrics(out, metrics)
+
+
+def write_metrics(out: Path, metrics: dict) -> None:
+    """``metrics.json`` into the run folder ``out``, atomically."""
+    phase("write:metrics.json")
+    write_text(out / "metrics.json", json.dumps(metrics, indent=2) + "\n")
+
+
+def report_complete(out: Path, step: int) -> bool:
+    """Whether the run folder ``out`` holds the whole report of its checkpoint's ``step``:
+    a ``metrics.json`` of that step that names no interruption (written last, see
+    :func:`write_outputs`), ``history.csv`` and ``loss.png``. A run stopped after its last
+    step, while writing these, is not complete: ``--resume`` finishes it."""
+    try:
+        metrics = json.loads((out / "metrics.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(metrics, dict)
+        and metrics.get("steps") == step
+        and metrics.get("interrupted") is None
+        and all((out / name).is_file() for name in ("history.csv", "loss.png"))
+    )
 
 
 def new_figure(figsize: tuple[float, float]):

@@ -108,7 +108,10 @@ def _as_tuples(x):
 
 class _StopOnSignal:
     """While active (main thread only), the first Ctrl-C (SIGINT) or SIGTERM asks the loop to
-    stop at the next step boundary; a second Ctrl-C interrupts at once."""
+    stop at the next step boundary; a second Ctrl-C interrupts at once. A signal the process
+    ignores (``SIG_IGN``: a background job of a non-interactive shell ignores SIGINT) stays
+    ignored. On exit the handlers found on entry are put back (the command line's: see
+    :mod:`attnbook._signals`)."""
 
     def __init__(self):
         self.requested: str | None = None
@@ -122,7 +125,8 @@ class _StopOnSignal:
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
-                self._previous[sig] = signal.signal(sig, self._handle)
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
     def __exit__(self, *exc):

@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .. import _signals
 from .._checks import check_positive_int, unchecked
 from ..data import BOS, EOS, Seq2SeqDataset, TaskData, Vocab, collate
 from ..decode import greedy_decode
@@ -268,6 +269,12 @@ class Trainer(CheckpointMixin):
         """Train until ``steps``/``epochs`` are done, ``max_seconds`` have passed, or Ctrl-C
         (SIGINT) / SIGTERM asks to stop (then a checkpoint is saved and ``interrupted`` names
         the signal). Evaluates every ``eval_every`` steps and at the end. Returns ``history``.
+
+        A signal during the end (the last evaluation and checkpoint, after the last step)
+        lets it finish and also sets ``interrupted``: the checkpoint is then of the last step
+        and a caller knows it was asked to stop. A second Ctrl-C stops at once: at a step
+        boundary the checkpoint is saved; in the middle of an update, or at the end, the
+        ``KeyboardInterrupt`` goes up and the previous checkpoint is kept as it was.
         """
         from tqdm.auto import tqdm
 
@@ -284,8 +291,10 @@ class Trainer(CheckpointMixin):
             disable=not (c.progress and self.is_main),
             dynamic_ncols=True,
         )
+        stop = _StopOnSignal()
+        stop.__enter__()  # until the last checkpoint of this call is written (see the end)
         try:
-            with _StopOnSignal() as stop:
+            try:
                 while self.total_steps is None or self.step < self.total_steps:
                     out_of_time = (
                         c.max_seconds is not None and time.perf_counter() - start >= c.max_seconds
@@ -310,22 +319,32 @@ class Trainer(CheckpointMixin):
                         self._show(bar, row, tqdm.write if evaluate_now else None)
                         if evaluate_now:
                             self._save_if_healthy(row["val_loss"])
-        except KeyboardInterrupt:  # a second Ctrl-C, or one outside the main thread
-            if self._updating:  # half an update: nothing consistent to save
-                raise
-            self.optimizer.zero_grad(set_to_none=True)  # drop a half-done backward pass
-            self.interrupted = "KeyboardInterrupt"
+            except KeyboardInterrupt:  # a second Ctrl-C, or one outside the main thread
+                if self._updating:  # half an update: nothing consistent to save
+                    raise
+                self.optimizer.zero_grad(set_to_none=True)  # drop a half-done backward pass
+                self.interrupted = "KeyboardInterrupt"
+            finally:
+                bar.close()
+            # The end (the last evaluation and checkpoint) is still under the stop handler: a
+            # first signal here lets it finish, is recorded in `interrupted`, and the
+            # checkpoint is of the last step; a second Ctrl-C raises (the previous checkpoint
+            # kept).
+            _signals.phase("final", lambda: stop.requested is not None)
+            self._sync_losses()  # a run stopped between two syncs
+            losses, self._losses = self._losses, []
+            final_eval = (
+                self.step != last_eval and not self.interrupted and self.val_data is not None
+            )
+            row = None
+            if losses or final_eval:
+                row = self._log_row(losses, final_eval)
+                self._show(None, row, tqdm.write)
+            self.elapsed = self._clock[0] + time.perf_counter() - start
+            self._save_if_healthy(row["val_loss"] if row is not None and final_eval else None)
+            self.interrupted = self.interrupted or stop.requested
         finally:
-            bar.close()
-        self._sync_losses()  # a run stopped between two syncs
-        losses, self._losses = self._losses, []
-        final_eval = self.step != last_eval and not self.interrupted and self.val_data is not None
-        row = None
-        if losses or final_eval:
-            row = self._log_row(losses, final_eval)
-            self._show(None, row, tqdm.write)
-        self.elapsed = self._clock[0] + time.perf_counter() - start
-        self._save_if_healthy(row["val_loss"] if row is not None and final_eval else None)
+            stop.__exit__(None, None, None)
         return self.history
 
     def _agree_to_stop(self, mine: bool) -> bool:
