@@ -445,13 +445,15 @@ def test_evaluate_translate_and_export_never_write_over_their_inputs(run_copy, c
     before = ckpt.read_bytes()
     link = run_copy.parent / "att.png"
     link.symlink_to(ckpt)
-    for png in (ckpt, link):
+    # the checkpoint itself is refused first for its suffix (matplotlib writes no .pt), a
+    # picture-named link to it for being the checkpoint
+    for png, says in ((ckpt, "cannot write .pt"), (link, "is --checkpoint")):
         code, _, err = cli(
             ["translate", "--checkpoint", ckpt, "abc", "--attention-png", png, "--overwrite"],
             capsys,
         )
         assert code == 1
-        one_line(err, "--attention-png", "is --checkpoint")
+        one_line(err, "--attention-png", says)
     png = run_copy.parent / "mine.png"
     png.write_bytes(b"mine")
     code, _, err = cli(["translate", "--checkpoint", ckpt, "abc", "--attention-png", png], capsys)

@@ -40,7 +40,16 @@ import threading
 import time
 from pathlib import PureWindowsPath
 
-__all__ = ["Terminated", "guard", "guard_if_command", "arm", "settle", "signal_name", "phase"]
+__all__ = [
+    "Terminated",
+    "guard",
+    "guard_if_command",
+    "arm",
+    "settle",
+    "signal_name",
+    "phase",
+    "started_as_command",
+]
 
 
 class Terminated(BaseException):

@@ -49,6 +49,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .._files import check_path
 from ..train import atomic_write, remove_stale_temp_files
 from ..train.checkpoint import _process_exists
 
@@ -118,9 +119,13 @@ def _foreign_message(flag: str, out: Path, foreign: list[str]) -> str:
 def check_outputs(outputs: dict[str, Path], inputs: dict[str, Path | str | None]) -> None:
     """Refuse when a path written (``outputs``: what names it -> the path) is, after
     resolving links, a path read (``inputs``: the option -> its path; None: not given)."""
-    read = {Path(p).resolve(): what for what, p in inputs.items() if p is not None and str(p) != ""}
+    read = {
+        check_path(what, p).resolve(): what
+        for what, p in inputs.items()
+        if p is not None and str(p) != ""
+    }
     for what, path in outputs.items():
-        source = read.get(Path(path).resolve())
+        source = read.get(check_path(what, path).resolve())
         if source is not None:
             raise ValueError(
                 f"{what} {path} is {source} {inputs[source]} (the same file, links "

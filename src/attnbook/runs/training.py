@@ -113,7 +113,7 @@ def file_identity(path: str | Path | None) -> tuple | None:
     size and modification time (an atomic write makes a new inode). None: no such file."""
     try:
         st = os.stat(path) if path is not None else None
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL byte (the path's own check names it)
         return None
     return None if st is None else (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
