@@ -50,7 +50,12 @@ class _FiniteOutputs:
             return out
 
         model.decode_step = decode_step  # on the instance: the model is the run's own
-        model.register_forward_hook(lambda module, args, out: self._see(out))
+        self.hook = model.register_forward_hook(lambda module, args, out: self._see(out))
+
+    def close(self) -> None:
+        """Stop watching (before the model is traced for export)."""
+        self.hook.remove()
+        del self.model.decode_step
 
     def _see(self, out):
         logits = out[0] if isinstance(out, tuple) else out
@@ -267,6 +272,7 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     with torch.no_grad():
         model(src, torch.full((1, 1), BOS, dtype=torch.long))
     watch.check("an example input, before exporting")
+    watch.close()
     info = {
         "checkpoint": Path(checkpoint).name,
         "step": ckpt.get("step"),
