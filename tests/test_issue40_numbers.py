@@ -143,11 +143,13 @@ def test_the_trainers_step_runs_the_printed_code_only(monkeypatch):
     monkeypatch.setattr(functional, "_softmax_limits", no)
     monkeypatch.setattr(functional, "_overflow_limit", no)
     x = torch.randn(2, 3, 4)
-    with unchecked():
-        masked_softmax(x)
-        scaled_dot_product_attention(x, x, x)
+    x[0, 0, 0] = INF
+    with unchecked():  # as printed: NaN, as documented (the trainer stops on its loss)
+        assert masked_softmax(x)[0, 0].isnan().all()
+        scaled_dot_product_attention(x * 1e30, x * 1e30, x)
     with pytest.raises(AssertionError, match="hot path"):
         masked_softmax(x)
+    masked_softmax(x[1])  # finite scores: no extra work outside the trainer either
 
 
 # --------------------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ exactly (bit for bit) what its printed code computes. Beyond that, the results a
   ``q k^T`` overflows (``q * 1e30``), the row's weights are the limit, the softmax of the
   true (unrepresentable) scores: all the weight on the largest score, shared equally by exact
   ties, with the finite gaps that float can still resolve after rescaling ``q`` and ``k``.
-  Checking for that costs one bound on ``max|q| max|k|`` (a host read on a GPU) per call.
+  Checking for that costs one bound on ``max|q| max|k|`` per call, and the softmax one look
+  for NaN in its result (each a host read on a GPU); the limits are computed only where
+  they are needed.
 - NaN propagates, as in PyTorch, and is not refused: a NaN score at an allowed key makes its
   row of weights NaN (a NaN at a masked key is ignored); a NaN or infinite value in ``q``,
   ``k`` or ``v`` makes NaN where it reaches. (Refusing it would read every tensor on the host
@@ -309,9 +311,14 @@ def _softmax_limits(scores: torch.Tensor, mask: torch.Tensor | None = None) -> t
 
 @functools.wraps(_printed_masked_softmax)
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-    if checks_waived():  # the trainer's step: as printed, nothing more
-        return _printed_masked_softmax(scores, mask)
-    return _softmax_limits(scores, mask)
+    if _recording():  # a graph: the limits without a branch
+        return _softmax_limits(scores, mask)
+    weights = _printed_masked_softmax(scores, mask)
+    # NaN comes out only of a row whose largest allowed score is +-inf (or holds a NaN): then,
+    # and only then, the limits (one host read; none in the trainer's step)
+    if not checks_waived() and bool(weights.isnan().any()):
+        return _softmax_limits(scores, mask)
+    return weights
 
 
 def _overflow_limit(q, k, v, mask, dropout_p, output, weights):
@@ -319,11 +326,11 @@ def _overflow_limit(q, k, v, mask, dropout_p, output, weights):
     that overflowed from ``q / max|q|`` and ``k / max|k|``: the true scores' gaps, scaled
     back where float can hold them (-inf beyond), give the limit of their softmax."""
     big = torch.finfo(q.dtype).max / 4
+    largest = [torch.linalg.vector_norm(t.detach(), float("inf")).double() for t in (q, k)]
+    if not bool(largest[0] * largest[1] * math.sqrt(q.shape[-1]) > big):  # (False for NaN)
+        return output, weights
     qa = q.detach().abs().amax(dim=-1, keepdim=True)  # (..., L_q, 1)
     kb = k.detach().abs().amax(dim=(-2, -1), keepdim=True)  # (..., 1, 1)
-    bound = qa.amax().double() * kb.amax().double() * math.sqrt(q.shape[-1])
-    if not bool(bound > big):  # also False for NaN: it propagates
-        return output, weights
     scores = scaled_dot_score(q.detach(), k.detach())
     allowed_scores = scores if mask is None else scores.masked_fill(~mask, 0.0)
     overflowed = ~allowed_scores.isfinite().all(dim=-1, keepdim=True)  # (..., L_q, 1)
