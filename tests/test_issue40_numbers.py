@@ -35,7 +35,11 @@ from attnbook.train.checkpoint import checkpoint_digest, load_checkpoint
 from attnbook.utils import show_source
 
 INF = float("inf")
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(  # ATTNBOOK_HYPOTHESIS_EXAMPLES=5000 for a longer search
+    max_examples=int(os.environ.get("ATTNBOOK_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,6 +247,8 @@ def test_attention_of_scaled_up_finite_inputs_is_finite_and_the_limit(
     out, w = scaled_dot_product_attention(big_q, big_k, v.to(dtype), mask)
     assert out.isfinite().all() and w.isfinite().all() and (w >= 0).all()
     true = big_q.double() @ big_k.double().transpose(-2, -1)  # no overflow in float64
+    # what rounding in dtype may blur: d products, each off by a few eps of its size
+    blur = 8 * d * torch.finfo(dtype).eps * (big_q.double().abs() @ big_k.double().abs().mT)
     allowed = torch.ones_like(true, dtype=torch.bool) if mask is None else mask
     for b in range(2):
         for i in range(3):
@@ -253,9 +259,9 @@ def test_attention_of_scaled_up_finite_inputs_is_finite_and_the_limit(
             assert abs(float(w[b, i].double().sum()) - 1.0) < 1e-2
             row = true[b, i].masked_fill(~keys, -INF)
             best = row.max()
-            gap = (best - row.masked_fill(row == best, -INF).max()) / math.sqrt(d)
-            if gap > 1e3:  # a clear winner: all the weight is on it
-                assert w[b, i, int(row.argmax())] > 0.99
+            gap = best - row.masked_fill(row == best, -INF).max()
+            if gap > max(1e3 * math.sqrt(d), blur[b, i].max()):  # clear winners take all
+                assert float(w[b, i][row == best].double().sum()) > 0.99  # (exact ties share)
 
 
 def test_q_times_1e30_of_the_issue():
