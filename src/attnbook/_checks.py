@@ -37,6 +37,7 @@ __all__ = [
     "checked",
     "checked_too",
     "checks_active",
+    "checks_waived",
     "unchecked",
 ]
 
@@ -65,11 +66,21 @@ class unchecked:
 
     def __enter__(self):
         _state.off = getattr(_state, "off", 0) + 1
+        _state.waived = getattr(_state, "waived", 0) + 1
         return self
 
     def __exit__(self, *exc):
         _state.off -= 1
+        _state.waived -= 1
         return False
+
+
+def checks_waived() -> bool:
+    """True inside :class:`unchecked` (the trainer's step, its hot path): code there does no
+    work beyond the math it prints (no guard for infinities: a diverging run is stopped by
+    the trainer's non-finite-loss check instead). Unlike :func:`checks_active`, False inside
+    an ordinary checked call."""
+    return getattr(_state, "waived", 0) > 0
 
 
 def checked(check: Callable) -> Callable:

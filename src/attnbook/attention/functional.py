@@ -7,22 +7,56 @@ attention. The modules of :mod:`~attnbook.attention.rnn_era` and
 
 Shapes: ``H`` heads, ``L_q`` query positions, ``L_k`` key positions, ``d_k`` query/key size,
 ``d_v`` value size; ``...`` any batch dimensions.
+
+Infinities, huge numbers and NaN (issue 40). For finite scores every function here gives
+exactly (bit for bit) what its printed code computes. Beyond that, the results are the limits:
+
+- :func:`masked_softmax` of a row whose largest allowed score is ``+inf`` spreads the weight
+  equally over its ``+inf`` entries (the limit of the softmax as those scores grow), zero
+  elsewhere. A score of ``-inf`` is a key that can never win, like a masked key: a row whose
+  allowed scores are all ``-inf`` (or that has no allowed key) gets all-zero weights, as an
+  all-masked row does. So the weights are always finite and non-negative, and sum to 1 on
+  every row with an allowed key of finite or ``+inf`` score, 0 on the others. The gradient
+  of the weights of a row that holds ``+inf`` or only ``-inf`` is zero, never NaN.
+- :func:`scaled_dot_product_attention` of finite ``q``, ``k``, ``v`` never gives NaN: where
+  ``q k^T`` overflows (``q * 1e30``), the row's weights are the limit, the softmax of the
+  true (unrepresentable) scores: all the weight on the largest score, shared equally by exact
+  ties, with the finite gaps that float can still resolve after rescaling ``q`` and ``k``.
+  Checking for that costs one bound on ``max|q| max|k|`` per call, and the softmax one look
+  for NaN in its result (each a host read on a GPU); the limits are computed only where
+  they are needed.
+- NaN propagates, as in PyTorch, and is not refused: a NaN score at an allowed key makes its
+  row of weights NaN (a NaN at a masked key is ignored); a NaN or infinite value in ``q``,
+  ``k`` or ``v`` makes NaN where it reaches. (Refusing it would read every tensor on the host
+  at every call; the trainer stops on the first non-finite loss, and a checkpoint with a
+  non-finite weight is neither written nor read: :mod:`attnbook.train.checkpoint`.)
+- The trainer's step (under :class:`attnbook._checks.unchecked`) runs the printed code only,
+  with no extra kernel or host read; :class:`~attnbook.attention.MultiHeadAttention` with
+  ``need_weights=False`` runs PyTorch's fused kernel as is. There an overflowing score gives
+  NaN (as in PyTorch), which the trainer reports as a diverged run.
+
+Masks are boolean and positions are counted in ints, so :mod:`~attnbook.attention.masks` and
+:mod:`attnbook.positional` have no NaN to meet; the models and decoding read token ids, and
+their weights are checked finite when a checkpoint is saved or loaded.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
 import torch.nn.functional as F
 
 from .._checks import (
+    _recording,
     check_like,
     check_nonempty,
     check_probability,
     check_same_size,
     check_tensor,
     checked,
+    checks_waived,
 )
 from .masks import _check_mask
 
@@ -85,7 +119,7 @@ def softmax_saturation(scores: torch.Tensor) -> dict[str, torch.Tensor]:
     through it to the queries and keys.
     """
     check_tensor("scores", scores, floating=True)
-    p = torch.softmax(scores, dim=-1)
+    p = _softmax_limits(scores)  # torch.softmax, with the limits at +-inf (module docstring)
     entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
     jacobian = torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)
     return {
@@ -250,3 +284,86 @@ def scaled_dot_product_attention(
     weights = masked_softmax(scores, mask)  # (..., L_q, L_k)
     mixing = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     return mixing @ v, weights  # (..., L_q, d_v)
+
+
+# --------------------------------------------------------------------------------------------
+# the limits at infinity (module docstring): around the printed functions, whose code the
+# book shows (``show_source`` unwraps to them) and which run as printed for finite scores
+# --------------------------------------------------------------------------------------------
+
+_printed_masked_softmax = masked_softmax.__wrapped__
+_printed_sdpa = scaled_dot_product_attention.__wrapped__
+
+
+def _softmax_limits(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The printed masked softmax, and on rows whose largest allowed score is +-inf its limit:
+    equal weights on the +inf entries, or zero weights (all -inf). Rows with a finite largest
+    score are computed from the same numbers as before (bit-identical); no host sync."""
+    filled = scores if mask is None else scores.masked_fill(~mask, float("-inf"))
+    top = filled.amax(dim=-1, keepdim=True)  # (..., L_q, 1); NaN if the row holds one
+    at_infinity = top.isinf()
+    # the printed softmax sees finite numbers on those rows, so its gradient stays finite
+    weights = _printed_masked_softmax(scores.masked_fill(at_infinity, 0.0), mask)
+    share = (filled == top).to(weights.dtype)  # the +inf entries (or the -inf ones)
+    limit = share / share.sum(dim=-1, keepdim=True) * (top > 0)
+    return torch.where(at_infinity, limit, weights)
+
+
+@functools.wraps(_printed_masked_softmax)
+def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    if _recording():  # a graph: the limits without a branch
+        return _softmax_limits(scores, mask)
+    weights = _printed_masked_softmax(scores, mask)
+    # NaN comes out only of a row whose largest allowed score is +-inf (or holds a NaN): then,
+    # and only then, the limits (one host read; none in the trainer's step)
+    if not checks_waived() and bool(weights.isnan().any()):
+        return _softmax_limits(scores, mask)
+    return weights
+
+
+def _overflow_limit(q, k, v, mask, dropout_p, output, weights):
+    """Where ``q k^T / sqrt(d_k)`` may overflow (a bound, one host read), recompute the rows
+    that overflowed from ``q / max|q|`` and ``k / max|k|``: the true scores' gaps, scaled
+    back where float can hold them (-inf beyond), give the limit of their softmax."""
+    big = torch.finfo(q.dtype).max / 4
+    largest = [torch.linalg.vector_norm(t.detach(), float("inf")).double() for t in (q, k)]
+    if not bool(largest[0] * largest[1] * math.sqrt(q.shape[-1]) > big):  # (False for NaN)
+        return output, weights
+    qa = q.detach().abs().amax(dim=-1, keepdim=True)  # (..., L_q, 1)
+    kb = k.detach().abs().amax(dim=(-2, -1), keepdim=True)  # (..., 1, 1)
+    scores = scaled_dot_score(q.detach(), k.detach())
+    allowed_scores = scores if mask is None else scores.masked_fill(~mask, 0.0)
+    overflowed = ~allowed_scores.isfinite().all(dim=-1, keepdim=True)  # (..., L_q, 1)
+    qa = torch.where(qa > 0, qa, 1.0)
+    kb = torch.where(kb > 0, kb, 1.0)
+    small = scaled_dot_score(q.detach() / qa, k.detach() / kb)  # |small| <= sqrt(d_k)
+    top = (small if mask is None else small.masked_fill(~mask, float("-inf"))).amax(
+        dim=-1, keepdim=True
+    )
+    gaps = (small - top.masked_fill(top.isinf(), 0.0)) * qa * kb  # <= 0 at allowed keys
+    limit = _softmax_limits(gaps, mask)
+    mixing = F.dropout(limit, dropout_p) if dropout_p > 0 else limit
+    return (
+        torch.where(overflowed, mixing @ v, output),
+        torch.where(overflowed, limit, weights),
+    )
+
+
+@functools.wraps(_printed_sdpa)
+def _scaled_dot_product_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    output, weights = _checked_sdpa(q, k, v, mask, dropout_p)
+    if checks_waived() or _recording():  # the trainer's step; a graph being recorded
+        return output, weights
+    return _overflow_limit(q, k, v, mask, dropout_p, output, weights)
+
+
+_checked_sdpa = scaled_dot_product_attention
+_scaled_dot_product_attention.check = _check_sdpa
+masked_softmax = checked(_check_masked_softmax)(_masked_softmax)
+scaled_dot_product_attention = _scaled_dot_product_attention

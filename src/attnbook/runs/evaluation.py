@@ -6,6 +6,12 @@ reverse, sort: none seen in training) or the test split grouped by source length
 tsv), and returns what the command writes to ``evaluation.json``. :func:`translate_run` is
 ``python -m attnbook translate``: a run's model on your own inputs; :func:`export_run` is
 ``python -m attnbook export``: a Transformer run as ONNX, its attention included.
+
+None of them returns from a model whose numbers are not numbers (issue 40): the checkpoint is
+verified and its weights checked finite as it loads (:func:`attnbook.train.load_checkpoint`),
+and every logits tensor the model computes while evaluating or translating (or, before an
+export, on one example) is checked finite on the device; a NaN or an infinity raises
+``FloatingPointError`` (the command exits 1) instead of scores or outputs.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import torch
 from .._checks import check_bool, check_positive_int
 from .._files import check_output_file, check_path
 from .._limits import check_memory, is_size, pair_bytes
-from ..data import length_controlled
+from ..data import BOS, SPECIALS, length_controlled
 from ..decode import _check_decoding_memory
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
@@ -43,6 +49,59 @@ def _fresh_inputs(n_symbols: int, length: int, seen: int) -> float:
     if length * math.log2(max(n_symbols, 2)) > 256:
         return math.inf
     return n_symbols**length - seen
+
+
+class _FiniteOutputs:
+    """``watch = _FiniteOutputs(model, checkpoint)``: from then on every logits tensor the
+    model (this run's own copy) returns (``forward``, ``decode_step``) is checked finite on
+    its device, without a host read; ``watch.check(what)`` reads the verdict once and raises
+    ``FloatingPointError`` if one was not."""
+
+    def __init__(self, model, checkpoint):
+        self.model, self.checkpoint = model, checkpoint
+        self.bad = torch.zeros((), dtype=torch.bool, device=next(model.parameters()).device)
+        step = model.decode_step
+
+        def decode_step(*args, **kwargs):
+            out = step(*args, **kwargs)
+            self._see(out)
+            return out
+
+        model.decode_step = decode_step  # on the instance: the model is the run's own
+        self.hook = model.register_forward_hook(lambda module, args, out: self._see(out))
+
+    def close(self) -> None:
+        """Stop watching (before the model is traced for export)."""
+        self.hook.remove()
+        del self.model.decode_step
+
+    def _see(self, out):
+        logits = out[0] if isinstance(out, tuple) else out
+        if isinstance(logits, torch.Tensor) and logits.is_floating_point():
+            self.bad |= ~torch.isfinite(logits).all()
+
+    def check(self, what: str) -> None:
+        if bool(self.bad):
+            raise FloatingPointError(
+                f"the model of {self.checkpoint} computed NaN or infinite scores on {what}: its "
+                "weights are finite but too large for its arithmetic (a diverged or damaged "
+                "run), so there is nothing to report; use an earlier checkpoint, or retrain"
+            )
+
+
+def _check_finite_numbers(result: dict, checkpoint) -> dict:
+    """Every float of ``result`` (BLEU, chrF, perplexity, fractions) is finite."""
+    stack = [("", result)]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, dict):
+            stack.extend((f"{path}/{k}", v) for k, v in value.items())
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise FloatingPointError(
+                f"the evaluation of {checkpoint} gave {value} for {path.lstrip('/')}: the "
+                "model's numbers are not finite, so there is nothing to report"
+            )
+    return result
 
 
 def evaluate_run(
@@ -83,6 +142,7 @@ def evaluate_run(
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
+    watch = _FiniteOutputs(model, checkpoint)
     task_kwargs = dict(meta["task_kwargs"])
     if meta["task"] == "tsv":
         task_kwargs["path"] = str(find_data(ckpt, checkpoint, data))
@@ -165,6 +225,8 @@ def evaluate_run(
             model, task.test, src_vocab, tgt_vocab, beam=beam, batch_size=batch_size
         )
         del corpus["hypotheses"]
+    watch.check("the evaluation's inputs")
+    _check_finite_numbers({"by_length": by_length, "test": corpus or {}}, checkpoint)
     return {
         "by_length": by_length,
         **({} if corpus is None else {"test": corpus}),
@@ -237,6 +299,7 @@ def translate_run(
     ckpt = load_checkpoint(checkpoint)
     device = get_device(device)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, device)
+    watch = _FiniteOutputs(model, checkpoint)
     limit = position_limit(model)
     if max_len is not None and limit is not None and max_len > limit:
         raise ValueError(
@@ -275,10 +338,13 @@ def translate_run(
                     "this model has no attention to draw (--model rnn uses the fixed context "
                     "vector only)"
                 )
+            watch.check(f"input {i}")
             yield output
         else:
             src = torch.tensor([src_vocab.encode(text)], dtype=torch.long, device=device)
-            yield tgt_vocab.decode(generate(model, src, max_len=length, beam=beam)[0])
+            ids = generate(model, src, max_len=length, beam=beam)
+            watch.check(f"input {i}")
+            yield tgt_vocab.decode(ids[0])
 
 
 def _attention_pngs(attention_png, n: int) -> list[Path]:
@@ -325,6 +391,7 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     check_checkpoint_file("--checkpoint", checkpoint)
     ckpt = load_checkpoint(checkpoint)
     model, src_vocab, tgt_vocab, meta = model_from_checkpoint(ckpt, checkpoint, torch.device("cpu"))
+    watch = _FiniteOutputs(model, checkpoint)
     if meta["model"] != "transformer":
         raise ValueError(
             f"--checkpoint {checkpoint} holds a --model {meta['model']} run; export "
@@ -333,6 +400,12 @@ def export_run(checkpoint: str | Path, out: str | Path, *, overwrite: bool = Fal
     missing = missing_packages()
     if missing:  # after every argument is checked
         raise ImportError(f"export needs {' and '.join(missing)}: pip install 'attnbook[export]'")
+    n = min(model.max_len, 9)  # one example, as export_onnx traces: finite logits first
+    src = torch.full((1, n), min(len(SPECIALS), len(src_vocab) - 1), dtype=torch.long)
+    with torch.no_grad():
+        model(src, torch.full((1, 1), BOS, dtype=torch.long))
+    watch.check("an example input, before exporting")
+    watch.close()
     info = {
         "checkpoint": Path(checkpoint).name,
         "step": ckpt.get("step"),

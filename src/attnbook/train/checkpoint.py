@@ -4,12 +4,23 @@ A checkpoint holds the model, optimiser, scheduler, grad scaler, every random-nu
 generator, the position in the batch order, the step and the run's length, the config and the
 vocabularies (:meth:`CheckpointMixin.state_dict`). :func:`atomic_write` writes a temporary file and
 then ``os.replace``-s it, so a crash while saving leaves the previous checkpoint whole.
+
+Numbers stay numbers (issue 40). Every checkpoint records ``"digest"``, a sha256 over
+everything else it holds (:func:`checkpoint_digest`: each tensor's name, dtype, shape and
+bytes, and every plain value, in a fixed order), and :func:`load_checkpoint` recomputes it: a
+file damaged on disk or in transit (a flipped byte) is refused with a :class:`CheckpointError`
+that names it and says it is damaged, never read as a silently different model. A checkpoint
+written before digests existed (no ``"digest"`` entry, and only the entries such a checkpoint
+has) still loads, unverified beyond what ``torch.load`` checks. The floating-point tensors of
+the model and the optimiser are checked finite before every save (:class:`NonFiniteLossError`,
+nothing written) and on every load (:class:`CheckpointError`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import math
 import os
 import pickle
@@ -27,6 +38,7 @@ __all__ = [
     "CHECKPOINT_WANTS",
     "CheckpointError",
     "NonFiniteLossError",
+    "checkpoint_digest",
     "atomic_write",
     "atomic_save",
     "remove_stale_temp_files",
@@ -157,14 +169,110 @@ def _process_exists(pid: int) -> bool:
     return True
 
 
+# --------------------------------------------------------------------------------------------
+# the digest and the finite checks
+# --------------------------------------------------------------------------------------------
+
+DIGEST_KEY = "digest"
+# the entries of a checkpoint written before digests (format 1 through its history): one with
+# no digest and any other entry is damaged (its "digest" key itself hit), not an old one
+_UNDIGESTED_KEYS = frozenset(
+    "format step total_steps elapsed model model_class optimizer scheduler scaler order rng "
+    "config vocab history meta world_size epoch position seed batch_size bucket".split()
+)
+# the entries whose floating-point tensors must be finite (the weights and the optimiser's
+# moments: a NaN there is a NaN in the next step)
+_FINITE_KEYS = ("model", "optimizer")
+
+
+def _feed(h, *parts) -> None:
+    for part in parts:
+        data = part if isinstance(part, bytes) else str(part).encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+
+
+def _digest_walk(h, path: str, obj) -> None:
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach().to("cpu").contiguous().reshape(-1)
+        _feed(h, "tensor", path, t.dtype, tuple(obj.shape), t.view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, dict):
+        _feed(h, "dict", path, len(obj))
+        for key, value in sorted(obj.items(), key=lambda kv: (type(kv[0]).__name__, repr(kv[0]))):
+            _digest_walk(h, f"{path}/{type(key).__name__}:{key!r}", value)
+        attrs = getattr(obj, "__dict__", None)  # a state_dict's _metadata (module versions)
+        if attrs:
+            _digest_walk(h, f"{path}@", dict(attrs))
+    elif isinstance(obj, (list, tuple)):  # one kind: a round trip may turn tuples to lists
+        _feed(h, "sequence", path, len(obj))
+        for i, value in enumerate(obj):
+            _digest_walk(h, f"{path}[{i}]", value)
+    else:
+        _feed(h, "value", path, type(obj).__name__, repr(obj))
+
+
+def checkpoint_digest(ckpt: dict) -> str:
+    """``"sha256:..."`` over everything ``ckpt`` holds but its ``"digest"`` entry: every tensor's
+    path (``/str:'model'/str:'w_q.weight'``), dtype, shape and bytes, and every plain value's
+    path, type and ``repr``, dict entries in sorted order, each field length-prefixed."""
+    h = hashlib.sha256()
+    _digest_walk(h, "", {k: v for k, v in ckpt.items() if k != DIGEST_KEY})
+    return "sha256:" + h.hexdigest()
+
+
+def _first_non_finite(ckpt: dict) -> str | None:
+    """The path of the first floating-point tensor of the model or optimiser state that holds
+    a NaN or an infinity (``"model/w_q.weight"``), or None."""
+    stack = [(k, ckpt[k]) for k in _FINITE_KEYS if k in ckpt][::-1]
+    while stack:
+        path, obj = stack.pop()
+        if isinstance(obj, torch.Tensor):
+            if obj.is_floating_point() and not bool(torch.isfinite(obj).all()):
+                return path
+        elif isinstance(obj, dict):
+            stack.extend((f"{path}/{k}", v) for k, v in reversed(list(obj.items())))
+        elif isinstance(obj, (list, tuple)):
+            stack.extend((f"{path}[{i}]", v) for i, v in reversed(list(enumerate(obj))))
+    return None
+
+
+def _verify(ckpt: dict, path: Path) -> None:
+    """The digest (if any) and the finite check of a loaded checkpoint."""
+    if DIGEST_KEY in ckpt:
+        found, computed = ckpt[DIGEST_KEY], checkpoint_digest(ckpt)
+        if found != computed:
+            shown = found[:19] if isinstance(found, str) else type(found).__name__
+            raise CheckpointError(
+                f"checkpoint {path} is damaged: what it holds does not match the digest "
+                f"written with it ({shown}... recorded, {computed[:19]}... read); restore it "
+                "from a copy, or retrain"
+            )
+    else:
+        unknown = sorted(str(k) for k in ckpt if k not in _UNDIGESTED_KEYS)
+        if unknown:
+            raise CheckpointError(
+                f"checkpoint {path} is damaged: it has no digest but holds entries no "
+                f"attnbook checkpoint has ({', '.join(unknown)[:80]})"
+            )
+    bad = _first_non_finite(ckpt)
+    if bad is not None:
+        raise CheckpointError(
+            f"checkpoint {path} holds a non-finite (NaN or infinite) value in {bad}: a model "
+            "that diverged, or a damaged file; use an earlier checkpoint, or retrain"
+        )
+
+
 def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
     """Read a checkpoint written by :class:`Trainer`; :class:`CheckpointError` (one clear
-    sentence) when the file is missing, unreadable or not an attnbook checkpoint (a folder, a
-    FIFO, a device such as ``/dev/zero``, an empty file: :func:`attnbook._files.open_input_file`,
-    which never waits on a FIFO); ``TypeError`` when ``path`` is not a path.
+    sentence) when the file is missing, unreadable, damaged (its digest does not match), holds
+    a non-finite weight or is not an attnbook checkpoint (a folder, a FIFO, a device such as
+    ``/dev/zero``, an empty file: :func:`attnbook._files.open_input_file`, which never waits on
+    a FIFO); ``TypeError`` when ``path`` is not a path.
 
     Loaded with ``torch.load(weights_only=True)``: a checkpoint holds tensors and plain
-    Python values only, so loading one never runs code from the file.
+    Python values only, so loading one never runs code from the file. A checkpoint with no
+    digest (written by attnbook before issue 40) loads, checked finite but not verified; one
+    with a digest is verified (module docstring).
     """
     try:  # a regular, readable, non-empty file; a FIFO or a device is refused, not read
         f = open_input_file("checkpoint", path, CHECKPOINT_WANTS)
@@ -199,6 +307,7 @@ def load_checkpoint(path: str | Path, map_location="cpu") -> dict:
             f"{path} is not an attnbook training checkpoint (it has no "
             f"format={CHECKPOINT_FORMAT!r} entry)"
         )
+    _verify(ckpt, path)
     return ckpt
 
 
@@ -262,14 +371,29 @@ class CheckpointMixin:
         }
 
     def save_checkpoint(self, path: str | Path | None = None) -> Path | None:
-        """Write :meth:`state_dict` atomically to ``path`` (default ``out_dir/checkpoint.pt``).
+        """Write :meth:`state_dict` atomically to ``path`` (default ``out_dir/checkpoint.pt``),
+        with its digest (:func:`checkpoint_digest`).
 
-        Only rank 0 writes; returns the path, or None when nothing was written.
+        Only rank 0 writes; returns the path, or None when nothing was written. A NaN or an
+        infinity in the model's weights or the optimiser's state raises
+        :class:`NonFiniteLossError` and writes nothing.
         """
         path = self.checkpoint_path if path is None else Path(path)
         if path is None or not self.is_main:
             return None
-        atomic_save(self.state_dict(), path)
+        state = self.state_dict()
+        bad = _first_non_finite(state)
+        if bad is not None:
+            raise NonFiniteLossError(
+                self.step,
+                f"non-finite (NaN or inf) in {bad}",
+                self._last_saved(),
+                what="model's weights" if bad.startswith("model") else "optimiser's state",
+                saved_step=self.saved_step,
+            )
+        digest = checkpoint_digest(state)  # stored second, right after the format
+        state = {"format": state.pop("format"), DIGEST_KEY: digest, **state}
+        atomic_save(state, path)
         if path == self.checkpoint_path:
             self.saved_step = self.step
         return path
