@@ -73,7 +73,7 @@ def _numbered_lines(path: Path, encoding: str, max_bytes: int | None) -> Iterato
     """``(line number, line)`` of a text file, a UTF-8 byte-order mark skipped; bytes that are
     not valid ``encoding`` are a ``ValueError`` naming the file, line and column, and so are a
     NUL character (a binary file, or UTF-16 read as another encoding) and a line longer than
-    :data:`MAX_LINE_CHARS`."""
+    ``attnbook.data.corpus.MAX_LINE_CHARS``."""
     raw = open_input_file(
         "path",
         path,
@@ -135,9 +135,9 @@ def load_tsv(
 
     ``path`` must be a regular, readable, non-empty file (a folder, a FIFO, a device such as
     ``/dev/zero``, a link to nothing is a one-line error, and a FIFO is never waited on) of at
-    most :data:`MAX_TSV_BYTES` bytes unless ``max_pairs`` is given; a line longer than
-    :data:`MAX_LINE_CHARS` characters or holding a NUL character is a ``ValueError`` naming
-    the file and the line.
+    most ``attnbook.data.corpus.MAX_TSV_BYTES`` bytes unless ``max_pairs`` is given; a line
+    longer than ``attnbook.data.corpus.MAX_LINE_CHARS`` characters or holding a NUL character
+    is a ``ValueError`` naming the file and the line.
     """
     path = check_path("path", path)
     _check_choice("level", level, LEVELS)
