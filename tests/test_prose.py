@@ -215,6 +215,19 @@ def shown_code() -> set:
     return found
 
 
+# The wrappers of attnbook.attention.functional around the printed masked_softmax and
+# scaled_dot_product_attention (issue 40): for finite scores they return what the printed code
+# returns, bit for bit (tests/test_issue40_numbers.py), and only on a row whose largest score
+# is +-inf (or overflows) do they give the limit instead of NaN, as the module's docstring
+# says. The chapters print the code that computes attention; these are its edge cases.
+LIMITS_AT_INFINITY = {
+    "attnbook.attention.functional._masked_softmax",
+    "attnbook.attention.functional._softmax_limits",
+    "attnbook.attention.functional._overflow_limit",
+    "attnbook.attention.functional._scaled_dot_product_attention",
+}
+
+
 def transformer_code_path() -> dict:
     """The package functions a Transformer runs to train and to decode: qualified name -> code."""
     import torch
@@ -235,7 +248,11 @@ def transformer_code_path() -> dict:
         if event == "call":
             code = frame.f_code
             module = files.get(code.co_filename)
-            if module and not code.co_name.startswith(("_check", "<")):
+            if (
+                module
+                and not code.co_name.startswith(("_check", "<"))
+                and (f"{module}.{code.co_qualname}" not in LIMITS_AT_INFINITY)
+            ):
                 if module != "attnbook.decode" or not code.co_qualname.startswith("_"):
                     ran[f"{module}.{code.co_qualname}"] = code  # decode: public only
 

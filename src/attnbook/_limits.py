@@ -23,6 +23,10 @@ The limit:
 
 :func:`check_threads` refuses more than :data:`THREADS_PER_CPU` threads per usable CPU: torch
 would create them, and they would only take turns.
+
+Why one long file: the limit, the message that names it and the estimators it is compared with
+are one idea, read together when an estimate is checked or changed; each estimator is a few
+lines beside the others, and :func:`check_decoding_memory` combines them for the decoders.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ __all__ = [
     "format_bytes",
     "memory_limit",
     "check_memory",
+    "check_decoding_memory",
     "check_parts",
     "check_threads",
     "usable_cpus",
@@ -464,3 +469,63 @@ def decode_bytes(
     if attention:
         kept = FLOAT_BYTES * rows * max_len * n_layers * n_heads * (src_len + max_len)
     return tokens + (2 if beam else 1) * state + scores + (2 if beam else 1) * kept
+
+
+def check_decoding_memory(
+    who: str,
+    sizes: dict,
+    model,
+    batch: int,
+    src_len: int,
+    max_len: int,
+    beam: int = 1,
+    *,
+    return_attention: bool = False,
+    use_cache: bool = True,
+) -> None:
+    """Refuse (:mod:`attnbook._limits`) a decoding of ``batch`` sources of ``src_len`` tokens to
+    ``max_len`` tokens, ``beam`` hypotheses each, that the model's device cannot hold: its
+    tokens, states (a Transformer's key/value cache), a step's scores and, with
+    ``return_attention``, every step's attention. ``sizes`` are the arguments to name. The
+    model's sizes are read from the attributes the package's models have (``d_model`` or
+    ``hidden_dim``, ``n_layers``, ``n_heads``, ``max_len``, ``tgt_vocab_size``), each with a
+    small default where a model lacks it: an estimate, not a question of which kind it is."""
+    if not all(is_size(v) for v in (batch, src_len, max_len, beam)):
+        return  # the arguments' own checks say what is wrong
+    d_model = getattr(model, "d_model", None)
+    hidden = getattr(model, "hidden_dim", None)
+    width = d_model if is_size(d_model) else 2 * hidden if is_size(hidden) else 1
+    limit = getattr(model, "max_len", None)
+    steps = min(max_len, limit) if is_size(limit) else max_len
+    n_layers = getattr(model, "n_layers", 1)
+    n_heads = getattr(model, "n_heads", 1)
+    vocab = getattr(model, "tgt_vocab_size", 1)
+    rows = batch * beam
+    nbytes = decode_bytes(
+        rows,
+        src_len,
+        steps,
+        vocab=vocab if is_size(vocab) else 1,
+        width=width,
+        n_layers=n_layers if is_size(n_layers) else 1,
+        n_heads=n_heads if is_size(n_heads) else 1,
+        beam=beam > 1,
+        cache=use_cache and is_size(d_model),
+        attention=return_attention,
+    )
+    from .utils import model_device  # (torch: imported only when a model is checked)
+
+    try:
+        device = model_device(model)
+    except Exception:  # no parameters: the protocol's check says what is missing
+        device = None
+    hypotheses = f"{rows} hypotheses" if beam > 1 else f"{rows} sequences"
+    check_memory(
+        who,
+        sizes,
+        f"decoding {batch} sources of {src_len} tokens to {steps} tokens ({hypotheses}: "
+        "their states, scores and tokens"
+        + (", every step's attention)" if return_attention else ")"),
+        nbytes,
+        device=device,
+    )

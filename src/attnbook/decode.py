@@ -44,7 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from ._checks import check_bool, check_positive_int, check_tensor, checked_too
-from ._limits import check_memory, decode_bytes, is_size
+from ._limits import check_decoding_memory as _check_decoding_memory
 from .seq2seq import check_seq2seq
 from .utils import model_device
 
@@ -96,61 +96,6 @@ def _check_greedy(model, src, **options) -> None:
 
 def _check_beam(model, src, *, beam_size=4, **options) -> None:
     _check_decoding(model, src, who="beam_search", beam_size=beam_size, **options)
-
-
-def _check_decoding_memory(
-    who: str,
-    sizes: dict,
-    model,
-    batch: int,
-    src_len: int,
-    max_len: int,
-    beam: int = 1,
-    *,
-    return_attention: bool = False,
-    use_cache: bool = True,
-) -> None:
-    """Refuse (:mod:`attnbook._limits`) a decoding of ``batch`` sources of ``src_len`` tokens to
-    ``max_len`` tokens, ``beam`` hypotheses each, that the model's device cannot hold: its
-    tokens, states (a Transformer's key/value cache), a step's scores and, with
-    ``return_attention``, every step's attention. ``sizes`` are the arguments to name."""
-    if not all(is_size(v) for v in (batch, src_len, max_len, beam)):
-        return  # the arguments' own checks say what is wrong
-    d_model = getattr(model, "d_model", None)
-    hidden = getattr(model, "hidden_dim", None)
-    width = d_model if is_size(d_model) else 2 * hidden if is_size(hidden) else 1
-    limit = getattr(model, "max_len", None)
-    steps = min(max_len, limit) if is_size(limit) else max_len
-    n_layers = getattr(model, "n_layers", 1)
-    n_heads = getattr(model, "n_heads", 1)
-    vocab = getattr(model, "tgt_vocab_size", 1)
-    rows = batch * beam
-    nbytes = decode_bytes(
-        rows,
-        src_len,
-        steps,
-        vocab=vocab if is_size(vocab) else 1,
-        width=width,
-        n_layers=n_layers if is_size(n_layers) else 1,
-        n_heads=n_heads if is_size(n_heads) else 1,
-        beam=beam > 1,
-        cache=use_cache and is_size(d_model),
-        attention=return_attention,
-    )
-    try:
-        device = model_device(model)
-    except Exception:  # no parameters: the protocol's check says what is missing
-        device = None
-    hypotheses = f"{rows} hypotheses" if beam > 1 else f"{rows} sequences"
-    check_memory(
-        who,
-        sizes,
-        f"decoding {batch} sources of {src_len} tokens to {steps} tokens ({hypotheses}: "
-        "their states, scores and tokens"
-        + (", every step's attention)" if return_attention else ")"),
-        nbytes,
-        device=device,
-    )
 
 
 def _check_arguments(model, src, bos_id, eos_id, max_len, use_cache) -> None:

@@ -24,9 +24,9 @@ import torch
 
 from .._checks import check_bool, check_positive_int
 from .._files import check_output_file, check_path
+from .._limits import check_decoding_memory as _check_decoding_memory
 from .._limits import check_memory, is_size, pair_bytes
 from ..data import BOS, SPECIALS, length_controlled
-from ..decode import _check_decoding_memory
 from ..evaluate import exact_match_by_length, generate, translation_scores
 from ..train import load_checkpoint
 from ..utils import get_device

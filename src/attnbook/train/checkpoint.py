@@ -39,6 +39,7 @@ __all__ = [
     "CheckpointError",
     "NonFiniteLossError",
     "checkpoint_digest",
+    "DIGEST_KEY",
     "atomic_write",
     "atomic_save",
     "remove_stale_temp_files",
