@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 
 import torch
 import torch.nn.functional as F
@@ -309,6 +310,11 @@ def _softmax_limits(scores: torch.Tensor, mask: torch.Tensor | None = None) -> t
     return torch.where(at_infinity, limit, weights)
 
 
+# set when a masked softmax met a row at infinity (or a NaN): the attention that called it
+# then looks for scores that overflowed (one host read per call, not two)
+_at_infinity = threading.local()
+
+
 @functools.wraps(_printed_masked_softmax)
 def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
     if _recording():  # a graph: the limits without a branch
@@ -317,6 +323,7 @@ def _masked_softmax(scores: torch.Tensor, mask: torch.Tensor | None = None) -> t
     # NaN comes out only of a row whose largest allowed score is +-inf (or holds a NaN): then,
     # and only then, the limits (one host read; none in the trainer's step)
     if not checks_waived() and bool(weights.isnan().any()):
+        _at_infinity.seen = True
         return _softmax_limits(scores, mask)
     return weights
 
@@ -357,8 +364,13 @@ def _scaled_dot_product_attention(
     mask: torch.Tensor | None = None,
     dropout_p: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    output, weights = _checked_sdpa(q, k, v, mask, dropout_p)
     if checks_waived() or _recording():  # the trainer's step; a graph being recorded
+        return _checked_sdpa(q, k, v, mask, dropout_p)
+    # scores that overflowed (finite q and k, an infinite or NaN q k^T) make a row of the
+    # softmax NaN, which its limits replace and record: only then is the overflow looked for
+    _at_infinity.seen = False
+    output, weights = _checked_sdpa(q, k, v, mask, dropout_p)
+    if not _at_infinity.seen:
         return output, weights
     return _overflow_limit(q, k, v, mask, dropout_p, output, weights)
 
