@@ -25,13 +25,29 @@ INLINE_MATH = re.compile(r"(?<![\\$])\$(?!\$)((?:\\.|[^$\\])+?)\$")
 CODE = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 TITLED = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
+# a role or, where it starts first, a code span (`` {glue:text}`x` `` is code, not a role)
+ROLE_OR_CODE = re.compile(ROLE.pattern + r"|(?<!`)(`+)(?!`)(.+?)(?<!`)\3(?!`)", re.S)
+# a docstring's msgid is RST, its msgstr MyST (Sphinx parses a translated message with the
+# page's parser): :role:`target` is {role}`target` there, ``literal`` a MyST code span
+RST_ROLE = re.compile(r"(?<![\w`]):([a-z][a-z0-9_-]*(?::[a-z][a-z0-9_-]*)?):`([^`]+)`(?!`)")
+RST_LITERAL = re.compile(r"(?<!`)``(?![\s`])(.+?)(?<!\s)``(?!`)", re.S)
 
 
-def kept(text: str) -> Counter:
-    """The parts of a message that its translation keeps exactly, counted."""
+def kept(text: str, rst: bool = False) -> Counter:
+    """The parts of a message that its translation keeps exactly, counted (``rst``: the text is
+    RST, an autodoc docstring's msgid; it is first written as the MyST its translation uses)."""
     parts: Counter = Counter()
+    if rst:
+        text = RST_ROLE.sub(r"{\1}`\2`", text)
+
+        def code_span(m: re.Match) -> str:  # fenced by more backticks than it holds, padded
+            fence = "`" * (max(map(len, re.findall("`+", m[1])), default=0) + 1)
+            return f"{fence} {m[1]} {fence}"
+
+        text = RST_LITERAL.sub(code_span, text)
     rest = text
-    for name, content in ROLE.findall(rest):
+    roles = [m.group(1, 2) for m in ROLE_OR_CODE.finditer(rest) if m[1] is not None]
+    for name, content in roles:
         m = TITLED.match(content)
         if m and name in ("term", "ref", "doc", "numref", "download", "eq"):
             parts[f"{{{name}}} -> {m.group(2)}"] += 1
@@ -39,11 +55,14 @@ def kept(text: str) -> Counter:
             parts[f"{{term}} -> {content}"] += 1
         else:
             parts[f"{{{name}}}`{content}`"] += 1
-    rest = ROLE.sub(" ", rest)
+    rest = ROLE_OR_CODE.sub(lambda m: " " if m[1] is not None else m[0], rest)
     for m in DISPLAY_MATH.findall(rest):
         parts[f"$${' '.join(m.split())}$$"] += 1
     rest = DISPLAY_MATH.sub(" ", rest)
     for _, code in CODE.findall(rest):
+        # CommonMark strips one space from both ends of a code span padded on both sides
+        if code[0] == code[-1] == " " and code.strip():
+            code = code[1:-1]
         parts[f"`{code}`"] += 1
     rest = CODE.sub(" ", rest)
     for m in INLINE_MATH.findall(rest):
@@ -67,7 +86,9 @@ def check(path: Path) -> list[str]:
         if not entry.msgstr:
             problems.append(f"{path.name}:{entry.linenum}: untranslated: {entry.msgid[:70]!r}")
             continue
-        a, b = kept(entry.msgid), kept(entry.msgstr)
+        # a message of an autodoc docstring (its occurrence is no .md/.ipynb file) is RST
+        rst = not all(src.endswith((".md", ".ipynb")) for src, _ in entry.occurrences)
+        a, b = kept(entry.msgid, rst), kept(entry.msgstr)
         if a != b:
             lost, added = a - b, b - a
             problems.append(
