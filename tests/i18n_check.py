@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -27,31 +28,155 @@ LINK = re.compile(r"\]\(([^)\s]+)\)")
 TITLED = re.compile(r"^(.*?)\s*<([^<>]+)>$", re.S)
 
 
+# the parts, scanned left to right (the leftmost wins: `{term}` is inline code, not a role)
+_PART = re.compile(
+    rf"(?P<role>{ROLE.pattern})|(?P<display>{DISPLAY_MATH.pattern})"
+    r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`))"
+    rf"|(?P<inline>{INLINE_MATH.pattern})",
+    re.S,
+)
+
+
 def kept(text: str) -> Counter:
     """The parts of a message that its translation keeps exactly, counted."""
     parts: Counter = Counter()
-    rest = text
-    for name, content in ROLE.findall(rest):
-        m = TITLED.match(content)
-        if m and name in ("term", "ref", "doc", "numref", "download", "eq"):
-            parts[f"{{{name}}} -> {m.group(2)}"] += 1
-        elif name == "term":
-            parts[f"{{term}} -> {content}"] += 1
+    rest = []
+    last = 0
+    for m in _PART.finditer(text):
+        rest.append(text[last : m.start()])
+        last = m.end()
+        if m.group("role"):
+            name, content = ROLE.fullmatch(m.group("role")).groups()
+            t = TITLED.match(content)
+            if t and name in ("term", "ref", "doc", "numref", "download", "eq"):
+                parts[f"{{{name}}} -> {t.group(2)}"] += 1
+            elif name == "term":
+                parts[f"{{term}} -> {content}"] += 1
+            else:
+                parts[f"{{{name}}}`{content}`"] += 1
+        elif m.group("display"):
+            parts[f"$${' '.join(m.group('display')[2:-2].split())}$$"] += 1
+        elif m.group("code"):
+            code = CODE.fullmatch(m.group("code")).group(2)
+            parts[f"`{code}`"] += 1
         else:
-            parts[f"{{{name}}}`{content}`"] += 1
-    rest = ROLE.sub(" ", rest)
-    for m in DISPLAY_MATH.findall(rest):
-        parts[f"$${' '.join(m.split())}$$"] += 1
-    rest = DISPLAY_MATH.sub(" ", rest)
-    for _, code in CODE.findall(rest):
-        parts[f"`{code}`"] += 1
-    rest = CODE.sub(" ", rest)
-    for m in INLINE_MATH.findall(rest):
-        parts[f"${' '.join(m.split())}$"] += 1
-    rest = INLINE_MATH.sub(" ", rest)
-    for target in LINK.findall(rest):
+            parts[f"${' '.join(m.group('inline')[1:-1].split())}$"] += 1
+    rest.append(text[last:])
+    for target in LINK.findall(" ".join(rest)):
         parts[f"link -> {target}"] += 1
     return parts
+
+
+# what a pseudo-translation leaves as it is: roles, math, code, link targets, autolinks,
+# substitutions and reST roles (the API page's docstrings)
+_KEEP = re.compile(
+    r"\{[a-z][a-z0-9:_-]*\}`[^`]*`|:[a-z:]+:`[^`]*`|\$\$.+?\$\$|(?<![\\$])\$(?!\$)(?:\\.|[^$\\])+?\$"
+    r"|(`+).+?\1|\]\([^)\s]+\)|<[^<>\s]+>|\{\{[^}]*\}\}|&[a-z]+;",
+    re.S,
+)
+_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+# common characters (all in the book's CJK font): a word becomes two of them, chosen by a hash
+# of the word, so that different terms stay different (the glossary's terms must)
+_HANZI = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过"
+    "子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体"
+)
+
+
+def _pseudo_word(m: re.Match) -> str:
+    h = zlib.crc32(m.group(0).lower().encode())
+    return _HANZI[h % len(_HANZI)] + _HANZI[(h // len(_HANZI)) % len(_HANZI)]
+
+
+def pseudo_translate(text: str) -> str:
+    """A stand-in translation for tests: every English word outside what a translation keeps
+    (``kept``) becomes two Chinese characters, so the markup and the kept parts are those of a
+    real translation and no English prose is left."""
+    out, last = [], 0
+    for m in _KEEP.finditer(text):
+        out.append(_WORD.sub(_pseudo_word, text[last : m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_WORD.sub(_pseudo_word, text[last:]))
+    return "".join(out)
+
+
+# --- the glossary's terms -------------------------------------------------------------------
+
+GLOSSARY = ROOT / "book" / "glossary.md"
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_TERM = re.compile(r"^([A-Za-z][^\n]*?) \(([^()\n]*)\)[ \t]*$", re.M)
+
+
+def glossary_terms(path: Path = GLOSSARY) -> dict[str, list[str]]:
+    """The glossary's terms: English name -> its Chinese names (``前瞻掩码 / 因果掩码``: two)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index("```{glossary}")
+    block = text[start : text.index("\n```", start + 3)]
+    terms = {}
+    for english, chinese in _TERM.findall(block):
+        names = [n.strip() for n in re.split(r"[/,，]", chinese) if CJK.search(n)]
+        if names:
+            terms[english.strip()] = names
+    return terms
+
+
+def _squeeze(text: str) -> str:
+    """Text compared for a term: no spaces, one kind of hyphen."""
+    return re.sub(r"\s+", "", re.sub(r"[‐‑‒–—－]", "-", text))
+
+
+def _english_form(text: str) -> str:
+    """English compared for a term: lower case, hyphens as spaces, -ise spelled -ize."""
+    text = re.sub(r"[-‐‑–]", " ", text.lower())
+    return re.sub(r"is(ation|ed|ing|e)\b", r"iz\1", text)
+
+
+def _term_pattern(english: str) -> re.Pattern:
+    words = _english_form(english).split()
+    return re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"(?:s|es)?\b")
+
+
+def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[str]:
+    """The glossary terms that the English of a message uses and its translation does not
+    name in Chinese. The English uses a term when it writes one of the term's Chinese names
+    (its first use, ``**context vector (上下文向量)**``, or a ``{term}`` role whose target
+    holds it), or names a term of two words or more (``attention weights``, ``layer
+    normalisation``, ``self-attention``) in its prose (code, math and role targets left out;
+    single words such as *key* or *value* are too common to tell). The translation must then
+    hold one of the term's Chinese names, outside the targets of titled roles."""
+    if not msgstr or msgstr == msgid:
+        return []
+    shown = _squeeze(re.sub(r"\s*<[^<>`]+>`", "`", msgstr))  # titled roles: the title only
+    prose = _english_form(_PART.sub(" ", msgid))
+    problems = []
+    for english, names in terms.items():
+        used = any(_squeeze(n) in _squeeze(msgid) for n in names)
+        if not used and len(_english_form(english).split()) > 1:
+            used = bool(_term_pattern(english).search(prose))
+        if used and not any(_squeeze(n) in shown for n in names):
+            problems.append(f"{english!r} is not named {' or '.join(names)}")
+    return problems
+
+
+# --- English left in a Chinese page ----------------------------------------------------------
+
+# a run of English words: what a sentence left untranslated looks like (names are shorter)
+ENGLISH_RUN = re.compile(
+    r"[A-Za-z][A-Za-z'’]*(?:[-–][A-Za-z]+)*(?:[\s,;:()\-–]+[A-Za-z][A-Za-z'’]*(?:[-–][A-Za-z]+)*){4,}"
+)
+# quotations (English quoted on purpose) are not prose to translate
+QUOTED = re.compile(r"“[^”]*”|\"[^\"]*\"|‘[^’]*’")
+
+
+def english_runs(text: str, words: int = 5) -> list[str]:
+    """Runs of ``words`` or more English words in ``text`` (quotations left out)."""
+    text = QUOTED.sub(" ", text)
+    return [
+        m.group(0)
+        for m in ENGLISH_RUN.finditer(text)
+        if len(re.findall(r"[A-Za-z][A-Za-z'’]*", m.group(0))) >= words
+    ]
 
 
 def check(path: Path) -> list[str]:
