@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 
 import polib
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CATALOGS = ROOT / "locale" / "zh_CN" / "LC_MESSAGES"
@@ -99,6 +100,41 @@ def pseudo_translate(text: str) -> str:
         last = m.end()
     out.append(_WORD.sub(_pseudo_word, text[last:]))
     return "".join(out)
+
+
+# --- a translation is one paragraph, as its English is -------------------------------------
+
+_MD = None
+
+
+def blocks(text: str) -> list[str]:
+    """The top-level blocks that MyST (the book's extensions) reads in ``text``."""
+    global _MD
+    if _MD is None:
+        from markdown_it.renderer import RendererHTML
+        from myst_parser.config.main import MdParserConfig
+        from myst_parser.parsers.mdit import create_md_parser
+
+        config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+        extensions = set(config["parse"]["myst_enable_extensions"])
+        _MD = create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML)
+    return [t.type for t in _MD.parse(text) if t.level == 0 and t.nesting >= 0]
+
+
+def block_problem(msgid: str, msgstr: str) -> str | None:
+    """Sphinx parses a translation on its own and uses it only if it is one paragraph (else
+    the page keeps the English, silently). Block markup at its start is escaped by the build
+    (book/_ext/attnbook_i18n.py: ``1. 每层`` is read as ``1\\. 每层``); a line break followed by
+    ``- ``, ``1. ``, ``#``, ``>`` or an empty line inside the translation makes another block."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from attnbook_i18n import escape_leading_markup
+
+    if msgstr == msgid or blocks(escape_leading_markup(msgid)) != ["paragraph_open"]:
+        return None
+    found = blocks(escape_leading_markup(msgstr))
+    if found != ["paragraph_open"]:
+        return f"reads as {', '.join(b.removesuffix('_open') for b in found)}, not one paragraph"
+    return None
 
 
 # --- the glossary's terms -------------------------------------------------------------------
@@ -192,6 +228,9 @@ def check(path: Path) -> list[str]:
         if not entry.msgstr:
             problems.append(f"{path.name}:{entry.linenum}: untranslated: {entry.msgid[:70]!r}")
             continue
+        block = block_problem(entry.msgid, entry.msgstr)
+        if block:
+            problems.append(f"{path.name}:{entry.linenum}: the translation {block}")
         a, b = kept(entry.msgid), kept(entry.msgstr)
         if a != b:
             lost, added = a - b, b - a

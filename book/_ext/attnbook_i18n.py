@@ -19,6 +19,8 @@ For the Chinese edition (``language: zh_CN``), also:
   (its source ends with ``<translated>``); myst-nb parses it as Markdown, and its glue roles
   (``{glue:text}`name```) then find no notebook to take the value from and fail ("No key ...
   found in glue data"). They are given the notebook being read (``_patch_glue``).
+- block markup at the start of a translation is escaped: the numbered headings ("1. Work per
+  layer") would otherwise be read as lists and stay English (``escape_leading_markup``).
 """
 
 from __future__ import annotations
@@ -117,6 +119,34 @@ def _forget(app, doctree) -> None:
     _READING.pop(app.env.docname, None)
 
 
+# block markup at the start of a translation: Sphinx parses a message on its own, so the
+# heading "1. Work per layer" translated as "1. 每层的计算量" would be read as a list, and the
+# heading kept in English
+LEADING_MARKUP = re.compile(r"^(?:(\d+)([.)])(?=\s)|([-*+>#])(?=\s|$))")
+
+
+def escape_leading_markup(msgstr: str) -> str:
+    """``msgstr`` with block markup at its start escaped (``1\\.``, ``\\-``): a message is the
+    inline text of its block, never a block of its own."""
+    return LEADING_MARKUP.sub(
+        lambda m: f"{m.group(1)}\\{m.group(2)}" if m.group(1) else f"\\{m.group(3)}", msgstr
+    )
+
+
+def _patch_translations() -> None:
+    from sphinx.transforms import i18n
+
+    if getattr(i18n.publish_msgstr, "attnbook_i18n", False):
+        return
+    publish = i18n.publish_msgstr
+
+    def publish_msgstr(app, source, *args, **kwargs):
+        return publish(app, escape_leading_markup(source), *args, **kwargs)
+
+    publish_msgstr.attnbook_i18n = True
+    i18n.publish_msgstr = publish_msgstr
+
+
 def configure(app, config) -> None:
     options = config.html_theme_options
     end = list(options.get("article_header_end") or ["article-header-buttons.html"])
@@ -132,7 +162,8 @@ def setup(app):
     app.add_config_value("attnbook_shared_root", "", "html")
     app.add_config_value("attnbook_search_bar_text", "", "html")
     app.connect("config-inited", configure)
-    _patch_glue()  # only a translated message needs it; harmless otherwise
+    _patch_glue()  # only translated messages need these; harmless otherwise
+    _patch_translations()
     app.connect("doctree-read", _forget)
     app.connect("html-page-context", add_switch)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
