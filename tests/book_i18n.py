@@ -224,14 +224,24 @@ def update_catalogs(locale: Path = LOCALE) -> None:
                 catalog.remove(entry)
             catalog.save(str(pot))
             print(f"{pot.relative_to(templates)}: {len(dropped)} docstring messages left out")
-    # what an earlier extraction took from docstrings: removed, so that it does not turn obsolete
+    # what an earlier extraction took from docstrings: removed, so that it does not turn
+    # obsolete (written as sphinx-intl writes catalogs: Babel, lines of 76 characters)
+    from babel.messages import pofile
+
     for po in sorted((locale / LANGUAGE / "LC_MESSAGES").rglob("*.po")):
-        catalog = polib.pofile(str(po))
-        stale = [e for e in catalog if not e.obsolete and not from_the_book(e)]
-        for entry in stale:
-            catalog.remove(entry)
+        with po.open("rb") as f:
+            catalog = pofile.read_po(f)
+        stale = [
+            m.id
+            for m in catalog
+            if m.id and not any(path.endswith((".md", ".ipynb")) for path, _ in m.locations)
+        ]
+        for msgid in stale:
+            del catalog[msgid]
         if stale:
-            catalog.save(str(po))
+            with po.open("wb") as f:
+                pofile.write_po(f, catalog, width=76)
+            print(f"{po.relative_to(locale)}: {len(stale)} docstring messages removed")
     basic.update(str(locale), str(templates), (LANGUAGE,))
 
 

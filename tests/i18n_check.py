@@ -197,10 +197,10 @@ def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[
 
 # --- English left in a Chinese page ----------------------------------------------------------
 
-# a run of English words: what a sentence left untranslated looks like (names are shorter)
-ENGLISH_RUN = re.compile(
-    r"[A-Za-z][A-Za-z'’]*(?:[-–][A-Za-z]+)*(?:[\s,;:()\-–]+[A-Za-z][A-Za-z'’]*(?:[-–][A-Za-z]+)*){4,}"
-)
+# a run of English words: what a sentence left untranslated looks like (names are shorter); a
+# hyphenated word (pre-LN, encoder-decoder) is one word
+_EN_WORD = r"[A-Za-z][A-Za-z'’]*(?:[-–][A-Za-z][A-Za-z'’]*)*"
+ENGLISH_RUN = re.compile(rf"{_EN_WORD}(?:[\s,;:()\-–]+{_EN_WORD})+")
 # quotations (English quoted on purpose) are not prose to translate
 QUOTED = re.compile(r"“[^”]*”|\"[^\"]*\"|‘[^’]*’")
 
@@ -211,7 +211,7 @@ def english_runs(text: str, words: int = 5) -> list[str]:
     return [
         m.group(0)
         for m in ENGLISH_RUN.finditer(text)
-        if len(re.findall(r"[A-Za-z][A-Za-z'’]*", m.group(0))) >= words
+        if len(re.findall(_EN_WORD, m.group(0))) >= words
     ]
 
 
