@@ -18,8 +18,9 @@ understand stops the build instead of giving a broken edition):
   (the footer, the search box's text).
 
 ``place`` copies the built Chinese HTML to ``_build/html/zh_CN/``, under the English edition
-(the pages then find ``../vendor/``, ``../live/``), and its translated notebooks over the
-English ones that Sphinx copied to ``_sources/`` (the pages' download button).
+(the pages then find ``../vendor/``, ``../live/``), with the Chinese notebooks over the English
+ones that Sphinx copied to ``_sources/`` (the pages' download button), and the Markdown pages'
+sources there translated from the catalogs (tests/translate_notebooks.py).
 
 ``catalogs`` extracts the English messages again (Sphinx's gettext builder, one template per
 page) and updates the catalogs with sphinx-intl: a message whose English changed becomes fuzzy
@@ -29,7 +30,7 @@ parser, MyST for book/api.md, and the docstrings are reStructuredText (their ``:
 would be lost), so the API reference keeps the package's English docstrings.
 
 Usage: python tests/book_i18n.py config [--locale DIR] [--out FILE]
-       python tests/book_i18n.py place [--built DIR] [--html DIR]
+       python tests/book_i18n.py place [--built DIR] [--html DIR] [--locale DIR]
        python tests/book_i18n.py catalogs
 """
 
@@ -172,9 +173,9 @@ def write_config(locale: Path = LOCALE, out: Path = CONFIG) -> Path:
     return out
 
 
-def place(built: Path = BUILT, site: Path = SITE) -> Path:
+def place(built: Path = BUILT, site: Path = SITE, locale: Path = LOCALE) -> Path:
     """Copy the Chinese HTML under the English edition, with the Chinese notebooks as the pages'
-    downloadable sources."""
+    downloadable sources, and the Markdown pages' sources translated from ``locale``."""
     if not (built / "book").is_dir():
         raise SystemExit(f"no Chinese build at {built}: run the Chinese build first (make book)")
     if not (site / "book").is_dir():
@@ -187,6 +188,17 @@ def place(built: Path = BUILT, site: Path = SITE) -> Path:
         source = target / "_sources" / "book" / notebook.name
         if source.is_file():
             shutil.copyfile(notebook, source)
+    import polib
+    from translate_notebooks import translate_markdown
+
+    for source in sorted((target / "_sources").rglob("*.md")):
+        page = source.relative_to(target / "_sources").with_suffix("")
+        po = locale / LANGUAGE / "LC_MESSAGES" / f"{page}.po"
+        if po.is_file():
+            text, _ = translate_markdown(
+                source.read_text(encoding="utf-8"), polib.pofile(str(po)), source.name
+            )
+            source.write_text(text, encoding="utf-8")
     return target
 
 
@@ -254,6 +266,7 @@ def main(argv: list[str]) -> int:
     p = sub.add_parser("place", help="copy the Chinese build to _build/html/zh_CN")
     p.add_argument("--built", type=Path, default=BUILT)
     p.add_argument("--html", type=Path, default=SITE)
+    p.add_argument("--locale", type=Path, default=LOCALE, help="the catalogs' folder (locale/)")
     sub.add_parser("catalogs", help="extract the messages again and update the catalogs")
     args = parser.parse_args(argv)
     if args.command == "config":
@@ -261,7 +274,7 @@ def main(argv: list[str]) -> int:
     elif args.command == "catalogs":
         update_catalogs()
     else:
-        print(f"placed the Chinese edition at {place(args.built, args.html)}")
+        print(f"placed the Chinese edition at {place(args.built, args.html, args.locale)}")
     return 0
 
 

@@ -199,6 +199,22 @@ def test_every_message_of_a_chapter_is_replaced_in_its_notebook(notebook, pseudo
             assert not i18n_check.english_runs(prose), (i, i18n_check.english_runs(prose))
 
 
+@pytest.mark.parametrize(
+    "page", ["intro", "how_to_run", "notation", "glossary", "api", "references"]
+)
+def test_every_message_of_a_markdown_page_is_replaced_in_its_source(page, pseudo_locale):
+    """The Chinese pages' download button gives the page's source translated (book_i18n.py
+    place writes it)."""
+    po = pseudo_locale / "zh_CN" / "LC_MESSAGES" / "book" / f"{page}.po"
+    source = (ROOT / "book" / f"{page}.md").read_text(encoding="utf-8")
+    text, result = translate_notebooks.translate_markdown(
+        source, polib.pofile(str(po)), f"{page}.md"
+    )
+    assert not result.missing, "\n".join(result.missing)
+    assert result.replaced >= 2 and text != source
+    assert not i18n_check.english_runs(markdown_prose(text))
+
+
 def markdown_prose(text: str) -> str:
     """A Markdown cell's text without what stays English: code, math, roles, targets, labels,
     directive options."""

@@ -208,6 +208,31 @@ def translate_notebook(notebook: dict, catalog: polib.POFile, name: str) -> Resu
     return result
 
 
+def toc_captions() -> set[str]:
+    """The captions of _toc.yml's parts: messages of the root page that its source lacks."""
+    import yaml
+
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text(encoding="utf-8"))
+    return {part["caption"] for part in toc.get("parts", []) if part.get("caption")}
+
+
+def translate_markdown(text: str, catalog: polib.POFile, name: str) -> tuple[str, Result]:
+    """A Markdown page (``intro.md``) translated as one cell: its text and the result. The
+    messages of a file it includes, and the table of contents' captions, are not in it."""
+    own = polib.POFile()
+    captions = toc_captions()
+    for entry in catalog:
+        if entry.obsolete or entry.msgid in captions:
+            continue
+        if any(path.endswith(f"/{name}") or path == name for path, _ in entry.occurrences):
+            e = copy.copy(entry)
+            e.occurrences = [(name, "")]
+            own.append(e)
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": text}]}
+    result = translate_notebook(nb, own, name)
+    return source_text(result.notebook["cells"][0]), result
+
+
 def write_notebook(nb: dict) -> str:
     """The notebook as the English ones are written (nbformat's JSON: indent 1, sorted keys,
     characters unescaped), so that the Chinese files differ from them only in the text."""
