@@ -24,10 +24,9 @@ sources there translated from the catalogs (tests/translate_notebooks.py).
 
 ``catalogs`` extracts the English messages again (Sphinx's gettext builder, one template per
 page) and updates the catalogs with sphinx-intl: a message whose English changed becomes fuzzy
-(its old translation kept as a hint), a new one empty, a removed one obsolete. The API page's
-docstrings are left out of the catalogs: Sphinx parses a translated message with its page's
-parser, MyST for book/api.md, and the docstrings are reStructuredText (their ``:func:`` roles
-would be lost), so the API reference keeps the package's English docstrings.
+(its old translation kept as a hint), a new one empty, a removed one obsolete. (The API page's
+docstrings are reStructuredText, but their translations are MyST: Sphinx parses a translation
+with its page's parser; tests/i18n_check.py compares the two forms.)
 
 Usage: python tests/book_i18n.py config [--locale DIR] [--out FILE]
        python tests/book_i18n.py place [--built DIR] [--html DIR] [--locale DIR]
@@ -205,14 +204,7 @@ def place(built: Path = BUILT, site: Path = SITE, locale: Path = LOCALE) -> Path
 GETTEXT = ROOT / "_build" / "gt"  # inside the repository: the locations stay relative
 
 
-def from_the_book(entry) -> bool:
-    """Whether a message comes from a page's own source (not from a docstring that autodoc
-    read; its location is ``attnbook.module.name:LINE of``)."""
-    return any(path.endswith((".md", ".ipynb")) for path, _ in entry.occurrences)
-
-
 def update_catalogs(locale: Path = LOCALE) -> None:
-    import polib
     from sphinx_intl import basic
 
     english = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
@@ -227,34 +219,7 @@ def update_catalogs(locale: Path = LOCALE) -> None:
          "custom", "--custom-builder", "gettext", "--path-output", str(GETTEXT.relative_to(ROOT))],
         cwd=ROOT, check=True,
     )  # fmt: skip
-    templates = GETTEXT / "_build" / "gettext"
-    for pot in sorted(templates.rglob("*.pot")):
-        catalog = polib.pofile(str(pot))
-        dropped = [e for e in catalog if not from_the_book(e)]
-        if dropped:
-            for entry in dropped:
-                catalog.remove(entry)
-            catalog.save(str(pot))
-            print(f"{pot.relative_to(templates)}: {len(dropped)} docstring messages left out")
-    # what an earlier extraction took from docstrings: removed, so that it does not turn
-    # obsolete (written as sphinx-intl writes catalogs: Babel, lines of 76 characters)
-    from babel.messages import pofile
-
-    for po in sorted((locale / LANGUAGE / "LC_MESSAGES").rglob("*.po")):
-        with po.open("rb") as f:
-            catalog = pofile.read_po(f)
-        stale = [
-            m.id
-            for m in catalog
-            if m.id and not any(path.endswith((".md", ".ipynb")) for path, _ in m.locations)
-        ]
-        for msgid in stale:
-            del catalog[msgid]
-        if stale:
-            with po.open("wb") as f:
-                pofile.write_po(f, catalog, width=76)
-            print(f"{po.relative_to(locale)}: {len(stale)} docstring messages removed")
-    basic.update(str(locale), str(templates), (LANGUAGE,))
+    basic.update(str(locale), str(GETTEXT / "_build" / "gettext"), (LANGUAGE,))
 
 
 def main(argv: list[str]) -> int:

@@ -72,7 +72,7 @@ def test_catalog(po):
     terms = i18n_check.glossary_terms()
     problems = [
         p
-        for p in i18n_check.check(po)
+        for p in i18n_check.check(po) + i18n_check.check_blocks(po)
         if declared or not (": untranslated: " in p or ": fuzzy: " in p)
     ]
     for entry in polib.pofile(str(po)).translated_entries():
@@ -139,7 +139,7 @@ def test_an_edited_english_sentence_makes_its_page_fail(tmp_path):
     source = ROOT / "locale" / "zh_CN" / "LC_MESSAGES" / f"{page}.po"
     catalog = polib.pofile(str(source))
     for entry in catalog:  # a complete translation, as the translators' will be
-        entry.msgstr = i18n_check.pseudo_translate(entry.msgid)
+        entry.msgstr = i18n_check.pseudo_translate(entry.msgid, i18n_check.is_docstring(entry))
         entry.flags = [f for f in entry.flags if f != "fuzzy"]
     locale = tmp_path / "locale"
     po = locale / "zh_CN" / "LC_MESSAGES" / f"{page}.po"
@@ -174,7 +174,8 @@ def pseudo_locale(tmp_path_factory):
     for po in CATALOGS:
         catalog = polib.pofile(str(po))
         for entry in catalog:
-            entry.msgstr = i18n_check.pseudo_translate(entry.msgid)
+            rst = i18n_check.is_docstring(entry)
+            entry.msgstr = i18n_check.pseudo_translate(entry.msgid, rst)
             entry.flags = [f for f in entry.flags if f != "fuzzy"]
         out = locale / "zh_CN" / "LC_MESSAGES" / po.relative_to(CATALOGS[0].parents[1])
         out.parent.mkdir(parents=True, exist_ok=True)
