@@ -222,21 +222,30 @@ def _term_pattern(english: str) -> re.Pattern:
     return re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"(?:s|es)?\b")
 
 
+_TARGET = re.compile(r"\s*<[^<>`]+>`")  # a titled role's target (its title stays)
+_ANNOTATION = re.compile(r"\(([^()]*[\u3400-\u9fff][^()]*)\)")  # "(注意力权重)"
+_GLOSSED = re.compile(r"(?<=[\u3400-\u9fff])\s*\([^()]*\)")  # "前馈网络 (feed-forward network)"
+
+
 def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[str]:
     """The glossary terms that the English of a message uses and its translation does not
-    name in Chinese. The English uses a term when it writes one of the term's Chinese names
-    (its first use, ``**context vector (上下文向量)**``, or a ``{term}`` role whose target
-    holds it), or names a term of two words or more (``attention weights``, ``layer
-    normalisation``, ``self-attention``) in its prose (code, math and role targets left out;
-    single words such as *key* or *value* are too common to tell). The translation must then
-    hold one of the term's Chinese names, outside the targets of titled roles."""
+    name in Chinese. The English uses a term when it annotates a word with one of the term's
+    Chinese names (its first use, ``**context vector (上下文向量)**``, or a ``{term}`` role's
+    text), or names a term of two words or more (``attention weights``, ``layer
+    normalisation``, ``self-attention``) in its prose: not in code, math, role targets,
+    quotations (the notes' wording may be kept) nor in parentheses after Chinese (a gloss of
+    another name). Single words such as *key* or *value* are too common to tell. The
+    translation must then hold one of the term's Chinese names, outside role targets, in any
+    emphasis."""
     if not msgstr or msgstr == msgid:
         return []
-    shown = _squeeze(re.sub(r"\s*<[^<>`]+>`", "`", msgstr))  # titled roles: the title only
-    prose = _english_form(_PART.sub(" ", msgid))
+    shown = _squeeze(_TARGET.sub("`", msgstr)).replace("*", "")
+    visible = _TARGET.sub("`", msgid)
+    annotated = {_squeeze(n) for a in _ANNOTATION.findall(visible) for n in re.split(r"[/,，]", a)}
+    prose = _english_form(QUOTED.sub(" ", _GLOSSED.sub(" ", _PART.sub(" ", msgid))))
     problems = []
     for english, names in terms.items():
-        used = any(_squeeze(n) in _squeeze(msgid) for n in names)
+        used = any(_squeeze(n) in annotated for n in names)
         if not used and len(_english_form(english).split()) > 1:
             used = bool(_term_pattern(english).search(prose))
         if used and not any(_squeeze(n) in shown for n in names):
