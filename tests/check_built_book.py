@@ -120,6 +120,7 @@ NOT_PROSE = (
 )
 
 
+CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
 BLOCKS = [
     "p",
     "li",
@@ -145,6 +146,9 @@ def english_left(page: Path, words: int = 5) -> list[str]:
     article = soup.find("article") or soup
     for e in article.select(NOT_PROSE):
         e.decompose()
+    for e in article.find_all(["em", "i", "cite", "q"]):  # an English example or title, quoted
+        if not CJK_CHAR.search(e.get_text()):
+            e.decompose()
     runs = []
     for e in article.find_all(BLOCKS):
         # its own text, inline markup included, nested blocks (a list in a list item) left

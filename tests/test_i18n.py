@@ -29,7 +29,9 @@ import check_built_book  # noqa: E402
 import i18n_check  # noqa: E402
 import translate_notebooks  # noqa: E402
 
-CATALOGS = sorted((ROOT / "locale" / "zh_CN" / "LC_MESSAGES").rglob("*.po"))
+CATALOGS = sorted((ROOT / "locale" / "zh_CN" / "LC_MESSAGES" / "book").rglob("*.po"))
+# the themes' interface strings (book/_ext/attnbook_i18n.py)
+UI_CATALOGS = sorted((ROOT / "locale" / "zh_CN" / "LC_MESSAGES").glob("*.po"))
 TRANSLATED = ROOT / "locale" / "zh_CN" / "translated.txt"
 
 
@@ -81,6 +83,12 @@ def test_catalog(po):
             for p in i18n_check.term_problems(entry.msgid, entry.msgstr, terms)
         ]
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("po", UI_CATALOGS, ids=lambda p: p.stem)
+def test_the_interface_catalogs_are_complete(po):
+    assert [p.stem for p in UI_CATALOGS] == ["booktheme", "sphinx"]
+    assert not i18n_check.check(po)
 
 
 def test_pages_still_to_translate():
@@ -407,6 +415,8 @@ def test_the_switch_walk_finds_a_missing_or_wrong_switch(tmp_path):
         ('<p>值为 <span class="pasted-text">not a translation of any text</span>。</p>', False),
         ('<div class="cell_output"><p>printed by the code in English words</p></div>', False),
         ("<p>Bahdanau 等人（2014）提出。</p>", False),
+        ("<p>把 <em>The cat sat on the mat</em> 译成中文。</p>", False),  # an example, quoted
+        ("<p>把 <em>这句 and the rest of it in English</em> 译成中文。</p>", True),
     ],
 )
 def test_english_left_in_a_chinese_page(tmp_path, body, bad):

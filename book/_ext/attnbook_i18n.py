@@ -19,6 +19,9 @@ For the Chinese edition (``language: zh_CN``), also:
   (its source ends with ``<translated>``); myst-nb parses it as Markdown, and its glue roles
   (``{glue:text}`name```) then find no notebook to take the value from and fail ("No key ...
   found in glue data"). They are given the notebook being read (``_patch_glue``).
+- the table of contents' captions are translated (``translate_captions``), and the themes'
+  interface strings that their catalogs lack come from ``LC_MESSAGES/sphinx.po`` and
+  ``booktheme.po`` (``add_theme_catalogs``).
 - speed: the nodes of a translation are given back to their page (``_forget``), and Sphinx's
   Chinese search looks its Latin words up in a set (``_TermSet``).
 - block markup at the start of a translation is escaped: the numbered headings ("1. Work per
@@ -178,6 +181,58 @@ def _patch_translations() -> None:
     i18n.publish_msgstr = publish_msgstr
 
 
+def translate_captions(app, doctree) -> None:
+    """The table of contents' captions ("Getting started", "Part I: Before attention"): the
+    root page's catalog has them, but Jupyter Book's toctrees enter the page after Sphinx has
+    translated it (sphinx-external-toc's transform, priority 100; Sphinx's, 20), so the
+    sidebar kept the English. They are translated here, from the same catalog."""
+    if app.config.language in (None, "en"):
+        return
+    from sphinx import addnodes
+    from sphinx.locale import init as init_locale
+    from sphinx.util.i18n import docname_to_domain
+
+    toctrees = [t for t in doctree.findall(addnodes.toctree) if t.get("caption")]
+    if not toctrees:
+        return
+    domain = docname_to_domain(app.env.docname, app.config.gettext_compact)
+    dirs = [str(Path(app.srcdir, d)) for d in app.config.locale_dirs]
+    catalog, found = init_locale(dirs, app.config.language, domain)
+    if not found:
+        return
+    for toctree in toctrees:
+        caption = catalog.gettext(toctree["caption"])
+        if caption and caption != toctree["caption"]:
+            toctree["caption"] = toctree["rawcaption"] = caption
+
+
+# The themes' interface strings that their own catalogs lack, in the book's catalogs: Sphinx
+# reads LC_MESSAGES/sphinx.po itself (before its own and pydata-sphinx-theme's); these
+# domains' catalogs are compiled here and added behind the theme's.
+THEME_DOMAINS = ("booktheme",)
+
+
+def add_theme_catalogs(app, config) -> None:
+    if config.language in (None, "en"):
+        return
+    from babel.messages.mofile import write_mo
+    from babel.messages.pofile import read_po
+
+    out = Path(app.doctreedir).parent / "attnbook_i18n_locale"
+    for domain in THEME_DOMAINS:
+        for d in config.locale_dirs:
+            po = Path(app.srcdir, d) / config.language / "LC_MESSAGES" / f"{domain}.po"
+            if po.is_file():
+                mo = out / config.language / "LC_MESSAGES" / f"{domain}.mo"
+                mo.parent.mkdir(parents=True, exist_ok=True)
+                with po.open("rb") as f:
+                    catalog = read_po(f)
+                with mo.open("wb") as f:
+                    write_mo(f, catalog)
+                app.add_message_catalog(domain, str(out))
+                break
+
+
 def configure(app, config) -> None:
     options = config.html_theme_options
     end = list(options.get("article_header_end") or ["article-header-buttons.html"])
@@ -193,6 +248,8 @@ def setup(app):
     app.add_config_value("attnbook_shared_root", "", "html")
     app.add_config_value("attnbook_search_bar_text", "", "html")
     app.connect("config-inited", configure)
+    app.connect("config-inited", add_theme_catalogs)
+    app.connect("doctree-read", translate_captions)
     _patch_glue()  # only translated messages need these; harmless otherwise
     _patch_translations()
     _patch_chinese_search()
