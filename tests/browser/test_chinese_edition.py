@@ -64,6 +64,10 @@ def test_the_language_switch_leads_to_the_same_page_and_back(zh_page, book_url):
     zh_page.goto(f"{book_url}/book/03_attention_three_steps.html")
     switch = zh_page.locator(".attnbook-language a")
     assert switch.inner_text().strip() == "中文"
+    here, buttons = switch.bounding_box(), zh_page.locator(".article-header-buttons").bounding_box()
+    assert abs((here["y"] + here["height"] / 2) - (buttons["y"] + buttons["height"] / 2)) < 8, (
+        f"the switch is not on the header buttons' line: {here} {buttons}"
+    )
     switch.click()
     zh_page.wait_for_load_state()
     assert zh_page.url == f"{book_url}/zh_CN/book/03_attention_three_steps.html"
