@@ -4,13 +4,19 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
+# The Chinese edition (issue 41): the same sources with locale/zh_CN's catalogs, configured by
+# tests/book_i18n.py from _config.yml, built into _build/zh_CN and placed at _build/html/zh_CN
+ZH_BUILD := _build/zh_CN
+JB_ZH    := $(VENV)/bin/jupyter-book build . -W -n --keep-going --config $(ZH_BUILD)/_config.yml \
+	--path-output $(ZH_BUILD)
 # Pin the number of CPU threads so float results (and stored outputs) match across machines.
 export OMP_NUM_THREADS ?= 2
 export MKL_NUM_THREADS ?= 2
 export PYDEVD_DISABLE_FILE_VALIDATION = 1
 
 .PHONY: book test lint unit nbval nbval-native colab-check colab-env build-check book-checks \
-	browser js-assets live-model notebooks pin lab clean pretrained-check portability
+	browser js-assets live-model notebooks pin lab clean pretrained-check portability \
+	book-en book-zh build-check-en build-check-zh catalogs zh-notebooks
 
 # Create .venv when missing; reinstall when the requirements or the package metadata change.
 $(STAMP): requirements.txt pyproject.toml
@@ -36,9 +42,29 @@ $(ACTIONLINT_STAMP):
 
 ## make book: build the HTML book into _build/html (renders the stored notebook outputs), with
 ## the JavaScript its pages load (js-assets: needs npm) and the model file of chapter 13's live
-## block (live-model)
-book: $(STAMP) js-assets live-model
+## block (live-model); and its Chinese edition into _build/html/zh_CN, which shares them
+## (`make -j2 book` builds the two side by side)
+book: book-en book-zh
+	$(PY) tests/book_i18n.py place
+
+book-en: $(STAMP) js-assets live-model
 	$(JB)
+
+book-zh: $(STAMP)
+	$(PY) tests/book_i18n.py config
+	$(JB_ZH)
+
+## make catalogs: extract the English messages again and update locale/zh_CN's catalogs
+## (sphinx-intl: a changed message becomes fuzzy, a new one empty, a removed one obsolete), then
+## the Chinese notebooks (zh-notebooks)
+catalogs: $(STAMP)
+	$(PY) tests/book_i18n.py catalogs
+	$(MAKE) --no-print-directory zh-notebooks
+
+## make zh-notebooks: write locale/zh_CN/book/*.ipynb, the chapters with their Markdown
+## translated from the catalogs (the Chinese pages' download, Colab and Binder buttons open them)
+zh-notebooks: $(STAMP)
+	$(PY) tests/translate_notebooks.py
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
 ## every chapter in a Colab-like environment (colab-check), the book build (-W) with its
@@ -100,10 +126,20 @@ colab-check: $(STAMP)
 colab-env:
 	$(PYTHON) tests/check_colab.py --env-only
 
-build-check: $(STAMP) js-assets live-model
+## both editions from scratch (side by side when make has a second job free), then the checks
+## of the built pages (tests/check_built_book.py) over both
+build-check: build-check-en build-check-zh
+	$(PY) tests/book_i18n.py place
+	$(PY) tests/check_built_book.py _build/html
+
+build-check-en: $(STAMP) js-assets live-model
 	rm -rf _build/html _build/.doctrees
 	$(JB)
-	$(PY) tests/check_built_book.py _build/html
+
+build-check-zh: $(STAMP)
+	rm -rf $(ZH_BUILD)
+	$(PY) tests/book_i18n.py config
+	$(JB_ZH)
 
 ## the book build and then its pages in Chromium (one after the other: browser reads the build)
 book-checks: $(STAMP)

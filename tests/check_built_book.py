@@ -13,8 +13,17 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from bs4 import BeautifulSoup
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 from attnbook_fonts import SERVED_FONT, book_characters  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from i18n_check import english_runs  # noqa: E402
+
+EDITIONS = ("zh_CN",)  # the other editions' folders (tests/book_i18n.py places them)
+ROOT = Path(__file__).resolve().parents[1]
+TRANSLATED = ROOT / "locale" / "zh_CN" / "translated.txt"  # the pages declared translated
 
 VIEW = re.compile(r'<script type="application/vnd.jupyter.widget-view\+json">(.*?)</script>', re.S)
 STATE = re.compile(
@@ -61,6 +70,101 @@ def font_problems(root: Path) -> list[str]:
     return []
 
 
+def edition_of(root: Path, page: Path) -> str:
+    rel = page.relative_to(root).parts
+    return rel[0] if rel[0] in EDITIONS else ""
+
+
+def language_switch_problems(root: Path) -> list[str]:
+    """Every page of each edition links (book/_ext/attnbook_i18n.py) to the same page of the
+    other edition, and that page exists."""
+    root = Path(root).resolve()
+    problems = []
+    for page in sorted(root.rglob("*.html")):
+        rel = page.relative_to(root)
+        if "_static" in rel.parts or "_sources" in rel.parts or rel.name == "index.html":
+            continue  # theme macros; index.html: a redirect to the first page
+        edition = edition_of(root, page)
+        name = rel.relative_to(edition).as_posix() if edition else rel.as_posix()
+        links = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser").select(
+            ".attnbook-language a[href]"
+        )
+        if not links:
+            problems.append(f"{rel}: no language switch")
+            continue
+        for link in links:
+            target = (page.parent / link["href"]).resolve()
+            try:
+                target_rel = target.relative_to(root.resolve())
+            except ValueError:
+                problems.append(f"{rel}: the language switch leads off the site: {link['href']}")
+                continue
+            other = edition_of(root, target)
+            other_name = (
+                target_rel.relative_to(other).as_posix() if other else target_rel.as_posix()
+            )
+            if other == edition or other_name != name or not target.is_file():
+                problems.append(
+                    f"{rel}: the language switch leads to {target_rel.as_posix()}"
+                    + ("" if target.is_file() else ", which does not exist")
+                )
+    return problems
+
+
+# what stays English on a Chinese page: code, math, outputs, glued values, citations, names of
+# the API, the source's quotations
+NOT_PROSE = (
+    "pre, code, kbd, script, style, .math, mjx-container, .cell_output, .output, .pasted-text, "
+    ".pasted-inline, .sig, .headerlink, .footnote, .citation, [role=doc-biblioref], "
+    ".bibliography, .docutils.literal, .attnbook-live"
+)
+
+
+CJK_CHAR = re.compile(r"[\u3400-\u9fff]")
+BLOCKS = [
+    "p",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "dt",
+    "dd",
+    "th",
+    "td",
+    "caption",
+    "figcaption",
+    "summary",
+]
+
+
+def english_left(page: Path, words: int = 5) -> list[str]:
+    """Runs of ``words`` English words or more in the prose of a page's article."""
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    article = soup.find("article") or soup
+    for e in article.select(NOT_PROSE):
+        e.decompose()
+    for e in article.find_all(["em", "i", "cite", "q"]):  # an English example or title, quoted
+        if not CJK_CHAR.search(e.get_text()):
+            e.decompose()
+    runs = []
+    for e in article.find_all(BLOCKS):
+        # its own text, inline markup included, nested blocks (a list in a list item) left
+        # to themselves
+        text = "".join(t for t in e.find_all(string=True) if t.find_parent(BLOCKS) is e)
+        runs += english_runs(text, words)
+    return runs
+
+
+def declared_translated() -> list[str]:
+    if not TRANSLATED.is_file():
+        return []
+    lines = TRANSLATED.read_text(encoding="utf-8").splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+
 def main(root: str) -> int:
     pages = sorted(Path(root).rglob("*.html"))
     if not pages:
@@ -80,7 +184,15 @@ def main(root: str) -> int:
         if missing:
             problems.append(f"{page}: {len(missing)} widget view(s) without embedded state")
         rows.append((page.relative_to(root), len(views), len(text.encode()) / 1024))
-    problems += font_problems(Path(root))
+    editions = [Path(root) / e for e in EDITIONS if (Path(root) / e / "book").is_dir()]
+    for edition in [Path(root), *editions]:
+        problems += [f"{edition}: {p}" for p in font_problems(edition)]
+    if editions:
+        problems += language_switch_problems(Path(root))
+        for name in declared_translated():
+            for edition in editions:
+                page = edition / f"{name}.html"
+                problems += [f"{page}: English left: {r!r}" for r in english_left(page)]
     for name, n, kb in rows:
         print(f"{str(name):45s} {n:3d} widget views  {kb:8.1f} KiB")
     for p in problems:

@@ -101,9 +101,196 @@ def check(path: Path) -> list[str]:
     return problems
 
 
+# the parts, scanned left to right (the leftmost wins: `{term}` is inline code, not a role)
+_PART = re.compile(
+    rf"(?P<role>{ROLE.pattern})|(?P<display>{DISPLAY_MATH.pattern})"
+    r"|(?P<code>(?<!`)(?P<ticks>`+)(?!`).+?(?<!`)(?P=ticks)(?!`))"
+    rf"|(?P<inline>{INLINE_MATH.pattern})",
+    re.S,
+)
+
+
+# what a pseudo-translation leaves as it is: roles, math, code, link targets, autolinks,
+# substitutions and reST roles (the API page's docstrings)
+_KEEP = re.compile(
+    r"\{[a-z][a-z0-9:_-]*\}`[^`]*`|:[a-z:]+:`[^`]*`|\$\$.+?\$\$|(?<![\\$])\$(?!\$)(?:\\.|[^$\\])+?\$"
+    r"|(`+).+?\1|\]\([^)\s]+\)|<[^<>\s]+>|\{\{[^}]*\}\}|&[a-z]+;",
+    re.S,
+)
+_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?")
+# common characters (all in the book's CJK font): a word becomes two of them, chosen by a hash
+# of the word, so that different terms stay different (the glossary's terms must)
+_HANZI = (
+    "的一是在不了有和人这中大为上个国我以要他时来用们生到作地于出就分对成会可主发年动同工也能下过"
+    "子说产种面而方后多定行学法所民得经十三之进着等部度家电力里如水化高自二理起小物现实加量都两体"
+)
+
+
+def _pseudo_word(m: re.Match) -> str:
+    import zlib
+
+    h = zlib.crc32(m.group(0).lower().encode())
+    return _HANZI[h % len(_HANZI)] + _HANZI[(h // len(_HANZI)) % len(_HANZI)]
+
+
+def pseudo_translate(text: str, rst: bool = False) -> str:
+    """A stand-in translation for tests: every English word outside what a translation keeps
+    (``kept``) becomes two Chinese characters, so the markup and the kept parts are those of a
+    real translation and no English prose is left (``rst``: a docstring's message, whose
+    translation is MyST)."""
+    if rst:
+        text = RST_ROLE.sub(r"{\1}`\2`", text)
+        text = RST_LITERAL.sub(lambda m: f"`` {m[1]} ``" if "`" in m[1] else f"`{m[1]}`", text)
+    out, last = [], 0
+    for m in _KEEP.finditer(text):
+        out.append(_WORD.sub(_pseudo_word, text[last : m.start()]))
+        out.append(m.group(0))
+        last = m.end()
+    out.append(_WORD.sub(_pseudo_word, text[last:]))
+    return "".join(out)
+
+
+# --- a translation is one paragraph, as its English is -------------------------------------
+
+_MD = None
+
+
+def blocks(text: str) -> list[str]:
+    """The top-level blocks that MyST (the book's extensions) reads in ``text``."""
+    global _MD
+    if _MD is None:
+        import yaml
+        from markdown_it.renderer import RendererHTML
+        from myst_parser.config.main import MdParserConfig
+        from myst_parser.parsers.mdit import create_md_parser
+
+        config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+        extensions = set(config["parse"]["myst_enable_extensions"])
+        _MD = create_md_parser(MdParserConfig(enable_extensions=extensions), RendererHTML)
+    return [t.type for t in _MD.parse(text) if t.level == 0 and t.nesting >= 0]
+
+
+def block_problem(msgid: str, msgstr: str) -> str | None:
+    """Sphinx parses a translation on its own and uses it only if it is one paragraph (else
+    the page keeps the English, silently). Block markup at its start is escaped by the build
+    (book/_ext/attnbook_i18n.py: ``1. 每层`` is read as ``1\\. 每层``); a line break followed by
+    ``- ``, ``1. ``, ``#``, ``>`` or an empty line inside the translation makes another block."""
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    from attnbook_i18n import escape_leading_markup
+
+    if msgstr == msgid or blocks(escape_leading_markup(msgid)) != ["paragraph_open"]:
+        return None
+    found = blocks(escape_leading_markup(msgstr))
+    if found != ["paragraph_open"]:
+        return f"reads as {', '.join(b.removesuffix('_open') for b in found)}, not one paragraph"
+    return None
+
+
+# --- the glossary's terms -------------------------------------------------------------------
+
+GLOSSARY = ROOT / "book" / "glossary.md"
+CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_TERM = re.compile(r"^([A-Za-z][^\n]*?) \(([^()\n]*)\)[ \t]*$", re.M)
+
+
+def glossary_terms(path: Path = GLOSSARY) -> dict[str, list[str]]:
+    """The glossary's terms: English name -> its Chinese names (``前瞻掩码 / 因果掩码``: two)."""
+    text = path.read_text(encoding="utf-8")
+    start = text.index("```{glossary}")
+    block = text[start : text.index("\n```", start + 3)]
+    terms = {}
+    for english, chinese in _TERM.findall(block):
+        names = [n.strip() for n in re.split(r"[/,，]", chinese) if CJK.search(n)]
+        if names:
+            terms[english.strip()] = names
+    return terms
+
+
+def _squeeze(text: str) -> str:
+    """Text compared for a term: no spaces, one kind of hyphen."""
+    return re.sub(r"\s+", "", re.sub(r"[‐‑‒–—－]", "-", text))
+
+
+def _english_form(text: str) -> str:
+    """English compared for a term: lower case, hyphens as spaces, -ise spelled -ize."""
+    text = re.sub(r"[-‐‑–]", " ", text.lower())
+    return re.sub(r"is(ation|ed|ing|e)\b", r"iz\1", text)
+
+
+def _term_pattern(english: str) -> re.Pattern:
+    words = _english_form(english).split()
+    return re.compile(r"\b" + r"\s+".join(map(re.escape, words)) + r"(?:s|es)?\b")
+
+
+_TARGET = re.compile(r"\s*<[^<>`]+>`")  # a titled role's target (its title stays)
+_ANNOTATION = re.compile(r"\(([^()]*[\u3400-\u9fff][^()]*)\)")  # "(注意力权重)"
+_GLOSSED = re.compile(r"(?<=[\u3400-\u9fff])\s*\([^()]*\)")  # "前馈网络 (feed-forward network)"
+
+
+def term_problems(msgid: str, msgstr: str, terms: dict[str, list[str]]) -> list[str]:
+    """The glossary terms that the English of a message uses and its translation does not
+    name in Chinese. The English uses a term when it annotates a word with one of the term's
+    Chinese names (its first use, ``**context vector (上下文向量)**``, or a ``{term}`` role's
+    text), or names a term of two words or more (``attention weights``, ``layer
+    normalisation``, ``self-attention``) in its prose: not in code, math, role targets,
+    quotations (the notes' wording may be kept) nor in parentheses after Chinese (a gloss of
+    another name). Single words such as *key* or *value* are too common to tell. The
+    translation must then hold one of the term's Chinese names, outside role targets, in any
+    emphasis."""
+    if not msgstr or msgstr == msgid:
+        return []
+    shown = _squeeze(_TARGET.sub("`", msgstr)).replace("*", "")
+    visible = _TARGET.sub("`", msgid)
+    annotated = {_squeeze(n) for a in _ANNOTATION.findall(visible) for n in re.split(r"[/,，]", a)}
+    prose = _english_form(QUOTED.sub(" ", _GLOSSED.sub(" ", _PART.sub(" ", msgid))))
+    problems = []
+    for english, names in terms.items():
+        used = any(_squeeze(n) in annotated for n in names)
+        if not used and len(_english_form(english).split()) > 1:
+            used = bool(_term_pattern(english).search(prose))
+        if used and not any(_squeeze(n) in shown for n in names):
+            problems.append(f"{english!r} is not named {' or '.join(names)}")
+    return problems
+
+
+# --- English left in a Chinese page ----------------------------------------------------------
+
+# a run of English words: what a sentence left untranslated looks like (names are shorter); a
+# hyphenated word (pre-LN, encoder-decoder) is one word
+_EN_WORD = r"[A-Za-z][A-Za-z'’]*(?:[-–][A-Za-z][A-Za-z'’]*)*"
+ENGLISH_RUN = re.compile(rf"{_EN_WORD}(?:[\s,;:()\-–]+{_EN_WORD})+")
+# quotations (English quoted on purpose) are not prose to translate
+QUOTED = re.compile(r"“[^”]*”|\"[^\"]*\"|‘[^’]*’")
+
+
+def english_runs(text: str, words: int = 5) -> list[str]:
+    """Runs of ``words`` or more English words in ``text`` (quotations left out)."""
+    text = QUOTED.sub(" ", text)
+    return [
+        m.group(0)
+        for m in ENGLISH_RUN.finditer(text)
+        if len(re.findall(_EN_WORD, m.group(0))) >= words
+    ]
+
+
+def is_docstring(entry) -> bool:
+    """Whether a message comes from an autodoc docstring (RST; no .md/.ipynb occurrence)."""
+    return not all(src.endswith((".md", ".ipynb")) for src, _ in entry.occurrences)
+
+
+def check_blocks(path: Path) -> list[str]:
+    """The translations of a catalog that Sphinx would not use: not one paragraph."""
+    problems = []
+    for entry in polib.pofile(str(path)).translated_entries():
+        block = block_problem(entry.msgid, entry.msgstr)
+        if block:
+            problems.append(f"{path.name}:{entry.linenum}: the translation {block}")
+    return problems
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(p) for p in argv] or sorted(CATALOGS.rglob("*.po"))
-    problems = [line for path in paths for line in check(path)]
+    problems = [line for path in paths for line in check(path) + check_blocks(path)]
     for line in problems:
         print(line)
     print(f"{len(problems)} problems in {len(paths)} catalogs")

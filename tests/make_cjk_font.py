@@ -38,8 +38,10 @@ def gb2312_level1() -> set[str]:
 
 
 def used_characters() -> set[str]:
-    """Every CJK character in the chapters, the book's pages and the package's code."""
+    """Every CJK character in the chapters, the book's pages, the package's code and the
+    Chinese edition (its catalogs' translations and its configuration, locale/zh_CN)."""
     files = [*ROOT.glob("book/*.ipynb"), *ROOT.glob("book/*.md"), *ROOT.glob("src/**/*.py")]
+    files += [*ROOT.glob("locale/*/LC_MESSAGES/**/*.po"), *ROOT.glob("locale/*/_config.yml")]
     return {c for f in files for c in CJK.findall(f.read_text(encoding="utf-8"))}
 
 

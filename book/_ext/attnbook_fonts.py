@@ -51,10 +51,18 @@ def cjk_characters(text: str) -> set[str]:
     return {c for c in set(text) if is_cjk(c)}
 
 
+def edition_pages(root: Path) -> list[Path]:
+    """The HTML pages of the book built at ``root``, without those of another build placed in
+    one of its folders (the Chinese edition in ``zh_CN/``, which serves its own font)."""
+    root = Path(root)
+    nested = {d for d in root.iterdir() if d.is_dir() and (d / ".buildinfo").is_file()}
+    return [p for p in sorted(root.rglob("*.html")) if not nested & set(p.parents)]
+
+
 def book_characters(root: Path) -> set[str]:
-    """Every such character of the built pages under ``root``."""
+    """Every such character of the built pages under ``root`` (of its own edition)."""
     found: set[str] = set()
-    for page in Path(root).rglob("*.html"):
+    for page in edition_pages(root):
         found |= cjk_characters(page.read_text(encoding="utf-8"))
     return found
 
