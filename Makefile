@@ -185,6 +185,7 @@ $(LIVE_MODEL): src/attnbook/pretrained/weights/dates-transformer.pt \
 NB ?= book/[0-9]*.ipynb
 notebooks: $(STAMP)
 	$(PY) tests/execute_notebooks.py $(NB)
+	$(MAKE) --no-print-directory zh-notebooks
 
 ## make portability: the portability matrix (benchmarks/portability.py): every chapter under strict
 ## nbval on the CPU code paths this machine can simulate: native, ATEN_CPU_CAPABILITY default and
@@ -201,6 +202,7 @@ portability: $(STAMP)
 ## package, running nothing (after a package change that strict nbval shows changes no output)
 pin: $(STAMP)
 	$(PY) tests/execute_notebooks.py --pin-only $(NB)
+	$(MAKE) --no-print-directory zh-notebooks
 
 ## make lab: JupyterLab on the chapters, from the project's .venv (the first time, installs a
 ## pinned JupyterLab there, held to requirements.txt's pins; CI does not need it)
