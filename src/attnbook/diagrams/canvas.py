@@ -4,12 +4,26 @@ registry of figures (``_figure``) and :class:`Diagram`. The figures themselves l
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import gettext
+import io
 import re
+from contextvars import ContextVar
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-__all__ = ["FONT_FAMILY", "MIN_FONT_PX", "PALETTE", "WIDTH", "Diagram", "diagram"]
+__all__ = [
+    "FONT_FAMILY",
+    "LANGUAGES",
+    "MIN_FONT_PX",
+    "PALETTE",
+    "WIDTH",
+    "Diagram",
+    "diagram",
+    "language",
+]
 
 WIDTH = 700
 """The width, in px, every figure is drawn for (the book's text column)."""
@@ -80,6 +94,109 @@ def _num(v: float) -> str:
     return f"{r:.1f}".removesuffix(".0")
 
 
+# --- languages: every drawn label goes through _() -------------------------------------------
+
+LANGUAGES = ("en", "zh_CN")
+"""The languages the figures are drawn in: English (the source) and Simplified Chinese."""
+
+_CATALOGS = Path(__file__).resolve().parent / "locale"  # <lang>.mo, compiled from the book's
+# locale/<lang>/LC_MESSAGES/diagrams.po by tests/diagram_catalog.py
+_LANGUAGE: ContextVar[str] = ContextVar("attnbook_diagrams_language", default="en")
+_SEEN: ContextVar[list | None] = ContextVar("attnbook_diagrams_seen", default=None)
+_TABLES: dict[str, dict[str, str]] = {}
+
+# The font that draws the Chinese labels: the package's subset of Noto Sans SC, embedded in a
+# Chinese figure (only the glyphs it uses), so that it shows the same wherever it is shown as an
+# image, with or without a CJK font on the reader's machine.
+_CJK_FONT = Path(__file__).resolve().parents[1] / "fonts" / "NotoSansSC-attnbook.otf"
+_CJK_FAMILY = "attnbook CJK"
+_CJK = re.compile(
+    r"[\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]"
+)
+
+
+def _table(lang: str) -> dict[str, str]:
+    if lang not in _TABLES:
+        with open(_CATALOGS / f"{lang}.mo", "rb") as f:
+            catalog = gettext.GNUTranslations(f)
+        _TABLES[lang] = {k: v for k, v in catalog._catalog.items() if isinstance(k, str) and k}
+    return _TABLES[lang]
+
+
+def _translatable(text: str) -> bool:
+    """A label is a message when it has a letter (numbers and symbols alone are not)."""
+    return any(ch.isalpha() for ch in text)
+
+
+def _(text: str) -> str:
+    """``text`` (a label, as the English figure draws it) in the current language: the one
+    function every drawn word goes through. English is the source and comes back unchanged;
+    another language looks the label up in its catalog (a label with no translation stays
+    English). While the messages are being collected (:func:`_messages`), records it."""
+    seen = _SEEN.get()
+    if seen is not None and _translatable(text):
+        seen.append(text)
+    lang = _LANGUAGE.get()
+    if lang == "en" or not _translatable(text):
+        return text
+    return _table(lang).get(text, text)
+
+
+def _check_language(lang: str) -> str:
+    if lang not in LANGUAGES:
+        raise ValueError(f"diagram: unknown language {lang!r}; the languages are {LANGUAGES}")
+    return lang
+
+
+@contextlib.contextmanager
+def language(lang: str):
+    """Within ``with language("zh_CN"):`` the figures are drawn in that language."""
+    token = _LANGUAGE.set(_check_language(lang))
+    try:
+        yield
+    finally:
+        _LANGUAGE.reset(token)
+
+
+def _messages(name: str) -> list[str]:
+    """Every message figure ``name`` draws, in drawing order, once each."""
+    token = _SEEN.set([])
+    try:
+        _build(name, "en")
+        seen = _SEEN.get()
+    finally:
+        _SEEN.reset(token)
+    return list(dict.fromkeys(seen))
+
+
+def _font_face(text: str) -> str:
+    """A CSS ``@font-face`` with the glyphs of the CJK characters of ``text``, from the package's
+    font, as a data URL (WOFF); empty when ``text`` has none."""
+    chars = sorted(set(_CJK.findall(text)))
+    if not chars:
+        return ""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    options = subset.Options()
+    options.flavor = "woff"
+    options.layout_features = []
+    options.name_IDs = [0, 1, 2, 13, 14]  # the copyright and the license (SIL OFL) stay
+    options.notdef_outline = True
+    font = TTFont(_CJK_FONT, recalcTimestamp=False)
+    subsetter = subset.Subsetter(options)
+    subsetter.populate(unicodes=[ord(c) for c in chars])
+    subsetter.subset(font)
+    font.flavor = "woff"
+    buf = io.BytesIO()
+    font.save(buf)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    return (
+        f"<style>@font-face{{font-family:'{_CJK_FAMILY}';"
+        f"src:url(data:font/woff;base64,{data}) format('woff')}}</style>"
+    )
+
+
 # --- text: a tiny markup for sub- and superscripts ------------------------------------------
 # "h_S", "α_{t,i}", "W^Q", "d_{model}"; a backslash escapes the next character.
 
@@ -122,8 +239,8 @@ def _char_width(ch: str) -> float:
         return 0.85
     if ch.isupper() or ch.isdigit():
         return 0.64
-    if "\u4e00" <= ch <= "\u9fff":
-        return 1.0
+    if _CJK.match(ch):
+        return 1.0  # ideographs and full-width punctuation are one em wide
     return 0.55
 
 
@@ -203,6 +320,7 @@ class _Canvas:
         self.parts: list[str] = []
         self.markers: dict[str, str] = {}  # colour -> marker id
         self.labels: list[tuple[float, float, float, float, str]] = []  # text boxes, for tests
+        self.boxed: list[tuple[_Box, list]] = []  # a box and the text boxes of its label (tests)
 
     # text
     def text(
@@ -216,8 +334,9 @@ class _Canvas:
         bold: bool = False,
         italic: bool = False,
     ) -> None:
-        """Label ``s`` (lines split at newlines) centred vertically on ``y``."""
-        lines = s.split("\n")
+        """Label ``s`` (lines split at newlines) centred vertically on ``y``, in the current
+        language (the whole label is one message: a translation breaks its own lines)."""
+        lines = _(s).split("\n")
         step = size * 1.25
         first = y - step * (len(lines) - 1) / 2
         for k, line in enumerate(lines):
@@ -264,7 +383,9 @@ class _Canvas:
         stroke, fill = _role(role)
         b = self.rect(x, y, w, h, fill=fill, stroke=stroke, dashed=dashed)
         if label:
+            first = len(self.labels)
             self.text(b.cx, b.cy, label, size=size, bold=bold)
+            self.boxed.append((b, self.labels[first:]))
         return b
 
     def circle(self, cx: float, cy: float, r: float, label: str = "", role: str = "plain"):
@@ -362,10 +483,16 @@ class _Canvas:
             for colour, mid in self.markers.items()
         )
         h = _num(self.height)
+        face = _font_face("".join(self.parts))
+        if face:  # the embedded CJK font draws what the Latin fonts lack
+            defs = face + defs
+            family = FONT_FAMILY.replace(", sans-serif", f", '{_CJK_FAMILY}', sans-serif")
+        else:
+            family = FONT_FAMILY
         head = (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" height="{h}"'
             f' viewBox="0 0 {self.width} {h}" role="img" aria-label="{escape(alt)}"'
-            f' font-family="{escape(FONT_FAMILY)}" font-size="{_TEXT}" fill="{_INK}">'
+            f' font-family="{escape(family)}" font-size="{_TEXT}" fill="{_INK}">'
         )
         body = [
             head,
@@ -443,21 +570,28 @@ class Diagram:
         return path
 
 
-def _build(name: str) -> tuple[Diagram, _Canvas]:
+def _build(name: str, lang: str | None = None) -> tuple[Diagram, _Canvas]:
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"diagram: unknown name {name!r}; the figures are {', '.join(_REGISTRY)}")
     spec = _REGISTRY[name]
-    canvas = _Canvas(name, spec.height)
-    spec.draw(canvas)
-    return Diagram(name, spec.title, spec.alt, canvas.render(spec.title, spec.alt)), canvas
+    token = _LANGUAGE.set(_check_language(lang or _LANGUAGE.get()))
+    try:
+        canvas = _Canvas(name, spec.height)
+        spec.draw(canvas)
+        svg = canvas.render(spec.title, spec.alt)
+    finally:
+        _LANGUAGE.reset(token)
+    return Diagram(name, spec.title, spec.alt, svg), canvas
 
 
-def diagram(name: str) -> Diagram:
+def diagram(name: str, lang: str | None = None) -> Diagram:
     """The concept figure ``name`` (one of ``attnbook.diagrams.DIAGRAMS``) as a
-    :class:`Diagram`.
+    :class:`Diagram`, its labels in ``lang`` (one of ``LANGUAGES``; by default the language of
+    the enclosing ``with language(...)``, else English).
 
-    Raises ``ValueError`` naming the valid names when ``name`` is not one of them."""
-    return _build(name)[0]
+    Raises ``ValueError`` naming the valid names when ``name`` (or ``lang``) is not one of
+    them."""
+    return _build(name, lang)[0]
 
 
 # --- shared by the figures -------------------------------------------------------------------
