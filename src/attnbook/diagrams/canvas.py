@@ -193,7 +193,8 @@ def _font_face(text: str) -> str:
     data = base64.b64encode(buf.getvalue()).decode("ascii")
     return (
         f"<style>@font-face{{font-family:'{_CJK_FAMILY}';"
-        f"src:url(data:font/woff;base64,{data}) format('woff')}}</style>"
+        f"src:url(data:font/woff;base64,{data}) format('woff');"
+        f"unicode-range:{','.join(f'U+{ord(c):X}' for c in chars)}}}</style>"
     )
 
 
@@ -484,9 +485,9 @@ class _Canvas:
         )
         h = _num(self.height)
         face = _font_face("".join(self.parts))
-        if face:  # the embedded CJK font draws what the Latin fonts lack
+        if face:  # the embedded CJK font (it has no Latin glyphs) draws the CJK characters
             defs = face + defs
-            family = FONT_FAMILY.replace(", sans-serif", f", '{_CJK_FAMILY}', sans-serif")
+            family = f"'{_CJK_FAMILY}', {FONT_FAMILY}"
         else:
             family = FONT_FAMILY
         head = (
