@@ -4,15 +4,25 @@ registry of figures (``_figure``) and :class:`Diagram`. The figures themselves l
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import gettext
-import io
 import re
-from contextvars import ContextVar
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
+
+from .lang import (  # noqa: F401 (tests and tests/diagram_catalog.py use them from here)
+    _CJK,
+    _CJK_FAMILY,
+    _CJK_FONT,
+    _LANGUAGE,
+    _SEEN,
+    LANGUAGES,
+    _,
+    _check_language,
+    _font_face,
+    _translatable,
+    language,
+)
+from .text import _TEXT, MIN_FONT_PX, _num, _runs, _small, _text_width, _tspans  # noqa: F401
 
 __all__ = [
     "FONT_FAMILY",
@@ -28,8 +38,6 @@ __all__ = [
 WIDTH = 700
 """The width, in px, every figure is drawn for (the book's text column)."""
 
-MIN_FONT_PX = 13
-"""No text is smaller than this at :data:`WIDTH`."""
 
 FONT_FAMILY = "'Helvetica Neue', Helvetica, Arial, 'Liberation Sans', 'DejaVu Sans', sans-serif"
 
@@ -48,7 +56,6 @@ PALETTE = {
 
 _INK = PALETTE["ink"]
 _GREY = PALETTE["grey"]
-_TEXT = 15  # the body size of labels, px
 
 # What each kind of box is: (stroke, fill). Fills are light tints, so black text stays legible.
 _ROLES = {
@@ -84,192 +91,6 @@ def _dark(colour: str) -> str:
 def _role(role: str) -> tuple[str, str]:
     colour, amount = _ROLES[role]
     return _dark(colour), _tint(colour, amount)
-
-
-def _num(v: float) -> str:
-    """A coordinate as short, stable text: one decimal at most, no ``-0``."""
-    r = round(v, 1)
-    if r == 0:
-        return "0"
-    return f"{r:.1f}".removesuffix(".0")
-
-
-# --- languages: every drawn label goes through _() -------------------------------------------
-
-LANGUAGES = ("en", "zh_CN")
-"""The languages the figures are drawn in: English (the source) and Simplified Chinese."""
-
-_CATALOGS = Path(__file__).resolve().parent / "locale"  # <lang>.mo, compiled from the book's
-# locale/<lang>/LC_MESSAGES/diagrams.po by tests/diagram_catalog.py
-_LANGUAGE: ContextVar[str] = ContextVar("attnbook_diagrams_language", default="en")
-_SEEN: ContextVar[list | None] = ContextVar("attnbook_diagrams_seen", default=None)
-_TABLES: dict[str, dict[str, str]] = {}
-
-# The font that draws the Chinese labels: the package's subset of Noto Sans SC, embedded in a
-# Chinese figure (only the glyphs it uses), so that it shows the same wherever it is shown as an
-# image, with or without a CJK font on the reader's machine.
-_CJK_FONT = Path(__file__).resolve().parents[1] / "fonts" / "NotoSansSC-attnbook.otf"
-_CJK_FAMILY = "attnbook CJK"
-_CJK = re.compile(
-    r"[\u2e80-\u2fdf\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]"
-)
-
-
-def _table(lang: str) -> dict[str, str]:
-    if lang not in _TABLES:
-        with open(_CATALOGS / f"{lang}.mo", "rb") as f:
-            catalog = gettext.GNUTranslations(f)
-        _TABLES[lang] = {k: v for k, v in catalog._catalog.items() if isinstance(k, str) and k}
-    return _TABLES[lang]
-
-
-def _translatable(text: str) -> bool:
-    """A label is a message when it has a letter (numbers and symbols alone are not)."""
-    return any(ch.isalpha() for ch in text)
-
-
-def _(text: str) -> str:
-    """``text`` (a label, as the English figure draws it) in the current language: the one
-    function every drawn word goes through. English is the source and comes back unchanged;
-    another language looks the label up in its catalog (a label with no translation stays
-    English). While the messages are being collected (:func:`_messages`), records it."""
-    seen = _SEEN.get()
-    if seen is not None and _translatable(text):
-        seen.append(text)
-    lang = _LANGUAGE.get()
-    if lang == "en" or not _translatable(text):
-        return text
-    return _table(lang).get(text, text)
-
-
-def _check_language(lang: str) -> str:
-    if lang not in LANGUAGES:
-        raise ValueError(f"diagram: unknown language {lang!r}; the languages are {LANGUAGES}")
-    return lang
-
-
-@contextlib.contextmanager
-def language(lang: str):
-    """Within ``with language("zh_CN"):`` the figures are drawn in that language."""
-    token = _LANGUAGE.set(_check_language(lang))
-    try:
-        yield
-    finally:
-        _LANGUAGE.reset(token)
-
-
-def _messages(name: str) -> list[str]:
-    """Every message figure ``name`` draws, in drawing order, once each."""
-    token = _SEEN.set([])
-    try:
-        _build(name, "en")
-        seen = _SEEN.get()
-    finally:
-        _SEEN.reset(token)
-    return list(dict.fromkeys(seen))
-
-
-def _font_face(text: str) -> str:
-    """A CSS ``@font-face`` with the glyphs of the CJK characters of ``text``, from the package's
-    font, as a data URL (WOFF); empty when ``text`` has none."""
-    chars = sorted(set(_CJK.findall(text)))
-    if not chars:
-        return ""
-    from fontTools import subset
-    from fontTools.ttLib import TTFont
-
-    options = subset.Options()
-    options.flavor = "woff"
-    options.layout_features = []
-    options.name_IDs = [0, 1, 2, 13, 14]  # the copyright and the license (SIL OFL) stay
-    options.notdef_outline = True
-    font = TTFont(_CJK_FONT, recalcTimestamp=False)
-    subsetter = subset.Subsetter(options)
-    subsetter.populate(unicodes=[ord(c) for c in chars])
-    subsetter.subset(font)
-    font.flavor = "woff"
-    buf = io.BytesIO()
-    font.save(buf)
-    data = base64.b64encode(buf.getvalue()).decode("ascii")
-    return (
-        f"<style>@font-face{{font-family:'{_CJK_FAMILY}';"
-        f"src:url(data:font/woff;base64,{data}) format('woff');"
-        f"unicode-range:{','.join(f'U+{ord(c):X}' for c in chars)}}}</style>"
-    )
-
-
-# --- text: a tiny markup for sub- and superscripts ------------------------------------------
-# "h_S", "α_{t,i}", "W^Q", "d_{model}"; a backslash escapes the next character.
-
-
-def _runs(s: str) -> list[tuple[str, str]]:
-    """Split ``s`` into (kind, text) runs, kind "" (normal), "_" (sub) or "^" (super)."""
-    runs, buf, i = [], [], 0
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\" and i + 1 < len(s):
-            buf.append(s[i + 1])
-            i += 2
-        elif ch in "_^" and i + 1 < len(s):
-            if buf:
-                runs.append(("", "".join(buf)))
-                buf = []
-            if s[i + 1] == "{":
-                j = s.index("}", i)
-                runs.append((ch, s[i + 2 : j]))
-                i = j + 1
-            else:
-                runs.append((ch, s[i + 1]))
-                i += 2
-        else:
-            buf.append(ch)
-            i += 1
-    if buf:
-        runs.append(("", "".join(buf)))
-    return runs
-
-
-_NARROW = set("iljtfrI.,:;'|!()[]{} ·")
-_WIDE = set("mwMWQOGDHNU@%—αω×⊕")
-
-
-def _char_width(ch: str) -> float:
-    if ch in _NARROW:
-        return 0.32
-    if ch in _WIDE:
-        return 0.85
-    if ch.isupper() or ch.isdigit():
-        return 0.64
-    if _CJK.match(ch):
-        return 1.0  # ideographs and full-width punctuation are one em wide
-    return 0.55
-
-
-def _small(size: float) -> float:
-    return max(MIN_FONT_PX, round(size * 0.78))
-
-
-def _text_width(s: str, size: float = _TEXT) -> float:
-    """An estimate (on the generous side) of the width of one line of label ``s``, in px."""
-    total = 0.0
-    for kind, part in _runs(s):
-        fs = size if kind == "" else _small(size)
-        total += sum(_char_width(ch) for ch in part) * fs
-    return total
-
-
-def _tspans(s: str, size: float) -> str:
-    out, shift = [], 0.0
-    for kind, part in _runs(s):
-        target = {"": 0.0, "_": 0.3 * size, "^": -0.42 * size}[kind]
-        attrs = ""
-        if target != shift:
-            attrs += f' dy="{_num(target - shift)}"'
-            shift = target
-        if kind:
-            attrs += f' font-size="{_num(_small(size))}"'
-        out.append(f"<tspan{attrs}>{escape(part, quote=False)}</tspan>" if attrs else escape(part))
-    return "".join(out)
 
 
 # --- the canvas ---------------------------------------------------------------------------
@@ -593,6 +414,17 @@ def diagram(name: str, lang: str | None = None) -> Diagram:
     Raises ``ValueError`` naming the valid names when ``name`` (or ``lang``) is not one of
     them."""
     return _build(name, lang)[0]
+
+
+def _messages(name: str) -> list[str]:
+    """Every message figure ``name`` draws, in drawing order, once each."""
+    token = _SEEN.set([])
+    try:
+        _build(name, "en")
+        seen = _SEEN.get()
+    finally:
+        _SEEN.reset(token)
+    return list(dict.fromkeys(seen))
 
 
 # --- shared by the figures -------------------------------------------------------------------
