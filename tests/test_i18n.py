@@ -87,7 +87,8 @@ def test_catalog(po):
 
 @pytest.mark.parametrize("po", UI_CATALOGS, ids=lambda p: p.stem)
 def test_the_interface_catalogs_are_complete(po):
-    assert [p.stem for p in UI_CATALOGS] == ["booktheme", "sphinx"]
+    # diagrams: the concept figures' labels (tests/diagram_catalog.py, test_diagrams_i18n.py)
+    assert [p.stem for p in UI_CATALOGS] == ["booktheme", "diagrams", "sphinx"]
     assert not i18n_check.check(po)
 
 
@@ -248,6 +249,18 @@ def assert_same_but_markdown(english: dict, chinese: dict) -> None:
             assert {k: v for k, v in zh.items() if k != "source"} == {
                 k: v for k, v in en.items() if k != "source"
             }, f"Markdown cell {i}: more than its text differs"
+        elif name := attnbook_i18n.diagram_name(en):
+            # a concept figure: its SVG output is the Chinese drawing, the rest the English cell's
+            from attnbook.diagrams import diagram
+
+            svg = attnbook_i18n.SVG
+            zh_svgs = ["".join(o["data"][svg]) for o in zh["outputs"] if svg in o.get("data", {})]
+            assert zh_svgs == [diagram(name, lang="zh_CN").svg], f"cell {i}: figure {name}"
+            back = copy.deepcopy(zh)
+            for out_zh, out_en in zip(back["outputs"], en["outputs"], strict=True):
+                if svg in out_zh.get("data", {}):
+                    out_zh["data"][svg] = out_en["data"][svg]
+            assert back == en, f"cell {i} (code, figure {name}): more than its SVG differs"
         else:
             assert zh == en, f"cell {i} ({en['cell_type']}) differs"
 

@@ -20,6 +20,11 @@ message that is not found where its location says is an error (the notebook woul
 English there): the script says which, and writes nothing for that chapter. An untranslated
 or fuzzy message keeps its English, as on the built page.
 
+The concept figures are the one output that changes: a code cell whose source is a
+``diagram("name")`` call gets, as its SVG output, ``diagram("name", lang="zh_CN")`` (the labels
+translated by ``locale/zh_CN/LC_MESSAGES/diagrams.po``), as on the built Chinese page
+(``chinese_diagrams`` in book/_ext/attnbook_i18n.py).
+
 Usage: python tests/translate_notebooks.py [--locale DIR] [--check] [NOTEBOOK ...]
 """
 
@@ -36,6 +41,9 @@ from pathlib import Path
 import polib
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "book" / "_ext"))
+from attnbook_i18n import chinese_diagrams  # noqa: E402
+
 BOOK = ROOT / "book"
 LOCALE = ROOT / "locale"
 LANGUAGE = "zh_CN"
@@ -205,6 +213,7 @@ def translate_notebook(notebook: dict, catalog: polib.POFile, name: str) -> Resu
         old = source_text(cells[i])
         if new != old:
             cells[i]["source"] = new.splitlines(keepends=True)
+    chinese_diagrams(nb, LANGUAGE)
     return result
 
 

@@ -26,6 +26,10 @@ For the Chinese edition (``language: zh_CN``), also:
   Chinese search looks its Latin words up in a set (``_TermSet``).
 - block markup at the start of a translation is escaped: the numbered headings ("1. Work per
   layer") would otherwise be read as lists and stay English (``escape_leading_markup``).
+- the concept figures are drawn in Chinese: a code cell whose source is a ``diagram("name")``
+  call shows ``diagram("name", lang="zh_CN")`` instead of its stored English SVG (the code
+  cell, its other outputs and metadata stay the English notebook's; ``chinese_diagrams``, which
+  tests/translate_notebooks.py applies to the Chinese notebooks too).
 """
 
 from __future__ import annotations
@@ -233,6 +237,51 @@ def add_theme_catalogs(app, config) -> None:
                 break
 
 
+# a code cell that shows a concept figure (the chapters' cells: the import, then the call)
+DIAGRAM_CELL = re.compile(r'\s*(?:from attnbook\.diagrams import diagram\s*)?diagram\("(\w+)"\)\s*')
+SVG = "image/svg+xml"
+
+
+def diagram_name(cell: dict) -> str | None:
+    """The figure a code cell shows, when its source is a ``diagram("name")`` call."""
+    if cell.get("cell_type") != "code":
+        return None
+    source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+    m = DIAGRAM_CELL.fullmatch(source)
+    return m.group(1) if m else None
+
+
+def chinese_diagrams(notebook: dict, lang: str = "zh_CN") -> int:
+    """Replace, in ``notebook`` (nbformat's JSON, changed in place), the SVG output of every
+    ``diagram("name")`` cell by the figure drawn in ``lang``; returns how many."""
+    from attnbook.diagrams import diagram
+
+    count = 0
+    for cell in notebook.get("cells", []):
+        name = diagram_name(cell)
+        if name is None:
+            continue
+        for output in cell.get("outputs", []):
+            if SVG in output.get("data", {}):
+                output["data"][SVG] = diagram(name, lang=lang).svg.splitlines(keepends=True)
+                count += 1
+    return count
+
+
+def draw_diagrams_in_chinese(app, docname: str, source: list[str]) -> None:
+    """source-read: a chapter notebook of the Chinese edition shows its figures in Chinese."""
+    if app.config.language != "zh_CN" or not source[0].lstrip().startswith("{"):
+        return
+    import json
+
+    try:
+        notebook = json.loads(source[0])
+    except ValueError:
+        return
+    if isinstance(notebook, dict) and chinese_diagrams(notebook, app.config.language):
+        source[0] = json.dumps(notebook, ensure_ascii=False)
+
+
 def configure(app, config) -> None:
     options = config.html_theme_options
     end = list(options.get("article_header_end") or ["article-header-buttons.html"])
@@ -255,4 +304,5 @@ def setup(app):
     _patch_chinese_search()
     app.connect("doctree-read", _forget)
     app.connect("html-page-context", add_switch)
+    app.connect("source-read", draw_diagrams_in_chinese)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -9,13 +9,35 @@ from dataclasses import dataclass
 from html import escape
 from pathlib import Path
 
-__all__ = ["FONT_FAMILY", "MIN_FONT_PX", "PALETTE", "WIDTH", "Diagram", "diagram"]
+from .lang import (  # noqa: F401 (tests and tests/diagram_catalog.py use them from here)
+    _CJK,
+    _CJK_FAMILY,
+    _CJK_FONT,
+    _LANGUAGE,
+    _SEEN,
+    LANGUAGES,
+    _,
+    _check_language,
+    _font_face,
+    _translatable,
+    language,
+)
+from .text import _TEXT, MIN_FONT_PX, _num, _runs, _small, _text_width, _tspans  # noqa: F401
+
+__all__ = [
+    "FONT_FAMILY",
+    "LANGUAGES",
+    "MIN_FONT_PX",
+    "PALETTE",
+    "WIDTH",
+    "Diagram",
+    "diagram",
+    "language",
+]
 
 WIDTH = 700
 """The width, in px, every figure is drawn for (the book's text column)."""
 
-MIN_FONT_PX = 13
-"""No text is smaller than this at :data:`WIDTH`."""
 
 FONT_FAMILY = "'Helvetica Neue', Helvetica, Arial, 'Liberation Sans', 'DejaVu Sans', sans-serif"
 
@@ -34,7 +56,6 @@ PALETTE = {
 
 _INK = PALETTE["ink"]
 _GREY = PALETTE["grey"]
-_TEXT = 15  # the body size of labels, px
 
 # What each kind of box is: (stroke, fill). Fills are light tints, so black text stays legible.
 _ROLES = {
@@ -70,88 +91,6 @@ def _dark(colour: str) -> str:
 def _role(role: str) -> tuple[str, str]:
     colour, amount = _ROLES[role]
     return _dark(colour), _tint(colour, amount)
-
-
-def _num(v: float) -> str:
-    """A coordinate as short, stable text: one decimal at most, no ``-0``."""
-    r = round(v, 1)
-    if r == 0:
-        return "0"
-    return f"{r:.1f}".removesuffix(".0")
-
-
-# --- text: a tiny markup for sub- and superscripts ------------------------------------------
-# "h_S", "α_{t,i}", "W^Q", "d_{model}"; a backslash escapes the next character.
-
-
-def _runs(s: str) -> list[tuple[str, str]]:
-    """Split ``s`` into (kind, text) runs, kind "" (normal), "_" (sub) or "^" (super)."""
-    runs, buf, i = [], [], 0
-    while i < len(s):
-        ch = s[i]
-        if ch == "\\" and i + 1 < len(s):
-            buf.append(s[i + 1])
-            i += 2
-        elif ch in "_^" and i + 1 < len(s):
-            if buf:
-                runs.append(("", "".join(buf)))
-                buf = []
-            if s[i + 1] == "{":
-                j = s.index("}", i)
-                runs.append((ch, s[i + 2 : j]))
-                i = j + 1
-            else:
-                runs.append((ch, s[i + 1]))
-                i += 2
-        else:
-            buf.append(ch)
-            i += 1
-    if buf:
-        runs.append(("", "".join(buf)))
-    return runs
-
-
-_NARROW = set("iljtfrI.,:;'|!()[]{} ·")
-_WIDE = set("mwMWQOGDHNU@%—αω×⊕")
-
-
-def _char_width(ch: str) -> float:
-    if ch in _NARROW:
-        return 0.32
-    if ch in _WIDE:
-        return 0.85
-    if ch.isupper() or ch.isdigit():
-        return 0.64
-    if "\u4e00" <= ch <= "\u9fff":
-        return 1.0
-    return 0.55
-
-
-def _small(size: float) -> float:
-    return max(MIN_FONT_PX, round(size * 0.78))
-
-
-def _text_width(s: str, size: float = _TEXT) -> float:
-    """An estimate (on the generous side) of the width of one line of label ``s``, in px."""
-    total = 0.0
-    for kind, part in _runs(s):
-        fs = size if kind == "" else _small(size)
-        total += sum(_char_width(ch) for ch in part) * fs
-    return total
-
-
-def _tspans(s: str, size: float) -> str:
-    out, shift = [], 0.0
-    for kind, part in _runs(s):
-        target = {"": 0.0, "_": 0.3 * size, "^": -0.42 * size}[kind]
-        attrs = ""
-        if target != shift:
-            attrs += f' dy="{_num(target - shift)}"'
-            shift = target
-        if kind:
-            attrs += f' font-size="{_num(_small(size))}"'
-        out.append(f"<tspan{attrs}>{escape(part, quote=False)}</tspan>" if attrs else escape(part))
-    return "".join(out)
 
 
 # --- the canvas ---------------------------------------------------------------------------
@@ -203,6 +142,7 @@ class _Canvas:
         self.parts: list[str] = []
         self.markers: dict[str, str] = {}  # colour -> marker id
         self.labels: list[tuple[float, float, float, float, str]] = []  # text boxes, for tests
+        self.boxed: list[tuple[_Box, list]] = []  # a box and the text boxes of its label (tests)
 
     # text
     def text(
@@ -216,8 +156,9 @@ class _Canvas:
         bold: bool = False,
         italic: bool = False,
     ) -> None:
-        """Label ``s`` (lines split at newlines) centred vertically on ``y``."""
-        lines = s.split("\n")
+        """Label ``s`` (lines split at newlines) centred vertically on ``y``, in the current
+        language (the whole label is one message: a translation breaks its own lines)."""
+        lines = _(s).split("\n")
         step = size * 1.25
         first = y - step * (len(lines) - 1) / 2
         for k, line in enumerate(lines):
@@ -264,7 +205,9 @@ class _Canvas:
         stroke, fill = _role(role)
         b = self.rect(x, y, w, h, fill=fill, stroke=stroke, dashed=dashed)
         if label:
+            first = len(self.labels)
             self.text(b.cx, b.cy, label, size=size, bold=bold)
+            self.boxed.append((b, self.labels[first:]))
         return b
 
     def circle(self, cx: float, cy: float, r: float, label: str = "", role: str = "plain"):
@@ -362,10 +305,16 @@ class _Canvas:
             for colour, mid in self.markers.items()
         )
         h = _num(self.height)
+        face = _font_face("".join(self.parts))
+        if face:  # the embedded CJK font (it has no Latin glyphs) draws the CJK characters
+            defs = face + defs
+            family = f"'{_CJK_FAMILY}', {FONT_FAMILY}"
+        else:
+            family = FONT_FAMILY
         head = (
             f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width}" height="{h}"'
             f' viewBox="0 0 {self.width} {h}" role="img" aria-label="{escape(alt)}"'
-            f' font-family="{escape(FONT_FAMILY)}" font-size="{_TEXT}" fill="{_INK}">'
+            f' font-family="{escape(family)}" font-size="{_TEXT}" fill="{_INK}">'
         )
         body = [
             head,
@@ -443,21 +392,39 @@ class Diagram:
         return path
 
 
-def _build(name: str) -> tuple[Diagram, _Canvas]:
+def _build(name: str, lang: str | None = None) -> tuple[Diagram, _Canvas]:
     if not isinstance(name, str) or name not in _REGISTRY:
         raise ValueError(f"diagram: unknown name {name!r}; the figures are {', '.join(_REGISTRY)}")
     spec = _REGISTRY[name]
-    canvas = _Canvas(name, spec.height)
-    spec.draw(canvas)
-    return Diagram(name, spec.title, spec.alt, canvas.render(spec.title, spec.alt)), canvas
+    token = _LANGUAGE.set(_check_language(lang or _LANGUAGE.get()))
+    try:
+        canvas = _Canvas(name, spec.height)
+        spec.draw(canvas)
+        svg = canvas.render(spec.title, spec.alt)
+    finally:
+        _LANGUAGE.reset(token)
+    return Diagram(name, spec.title, spec.alt, svg), canvas
 
 
-def diagram(name: str) -> Diagram:
+def diagram(name: str, lang: str | None = None) -> Diagram:
     """The concept figure ``name`` (one of ``attnbook.diagrams.DIAGRAMS``) as a
-    :class:`Diagram`.
+    :class:`Diagram`, its labels in ``lang`` (one of ``LANGUAGES``; by default the language of
+    the enclosing ``with language(...)``, else English).
 
-    Raises ``ValueError`` naming the valid names when ``name`` is not one of them."""
-    return _build(name)[0]
+    Raises ``ValueError`` naming the valid names when ``name`` (or ``lang``) is not one of
+    them."""
+    return _build(name, lang)[0]
+
+
+def _messages(name: str) -> list[str]:
+    """Every message figure ``name`` draws, in drawing order, once each."""
+    token = _SEEN.set([])
+    try:
+        _build(name, "en")
+        seen = _SEEN.get()
+    finally:
+        _SEEN.reset(token)
+    return list(dict.fromkeys(seen))
 
 
 # --- shared by the figures -------------------------------------------------------------------
