@@ -59,6 +59,7 @@ book-zh: $(STAMP)
 ## the Chinese notebooks (zh-notebooks)
 catalogs: $(STAMP)
 	$(PY) tests/book_i18n.py catalogs
+	$(PY) tests/diagram_catalog.py
 	$(MAKE) --no-print-directory zh-notebooks
 
 ## make zh-notebooks: write locale/zh_CN/book/*.ipynb, the chapters with their Markdown
