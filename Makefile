@@ -69,21 +69,23 @@ zh-notebooks: $(STAMP)
 
 ## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
 ## every chapter in a Colab-like environment (colab-check), the book build (-W) with its
-## widget-state check, and the built pages in Chromium. Three phases keep both cores busy
+## widget-state check, and the built pages in Chromium. Two phases keep both cores busy
 ## (benchmarks/book_speed.py times each stage; it reads the phases from this recipe):
 ## 0. the install (.venv) and the Colab-like environment's install (colab-env), side by side;
-## 1. lint, the unit tests (two pytest-xdist workers) and the book build with its browser test
-##    (book-checks), two at a time;
-## 2. nbval and colab-check side by side, one core each: OMP_NUM_THREADS=1 caps every chapter's
-##    threads (setup_notebook reads it; a reader's chapter uses two), and OpenMP threads that
-##    wait sleep instead of spinning, so the two kernels do not slow each other down. It also
-##    shows that the compared outputs do not depend on the thread count. colab-check finds the
-##    environment colab-env made and re-checks the install.
+## 1. everything else, two at a time, in an order that leaves no core idle: the two longest
+##    single-core stages first (nbval and colab-check), then the book build with its browser
+##    tests (book-checks), whose Chromium mostly waits, and last the unit tests, whose two
+##    pytest-xdist workers take whatever CPU the others leave. (Three phases, with the unit
+##    tests beside the book and nbval beside colab-check, took 755 s from a fresh clone: each
+##    phase waited on its longest stage with a core idle.) OMP_NUM_THREADS=1 gives every
+##    process one thread, so no stage's threads wait on another's: a chapter reads it
+##    (setup_notebook; a reader's chapter uses two), which also shows that the compared
+##    outputs do not depend on the thread count, and OpenMP threads that wait sleep instead
+##    of spinning. colab-check finds the environment colab-env made and re-checks the install.
 test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) colab-env
-	$(MAKE) --no-print-directory -j2 --output-sync=target lint unit book-checks
 	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE \
-	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nbval colab-check
+	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nbval colab-check book-checks lint unit
 
 ## make lint: ruff (lint, and format --check) over the code and the notebooks, actionlint over
 ## .github/workflows
