@@ -12,7 +12,8 @@ path, so the whole matrix runs here:
 * ``aten=default``, ``aten=avx2``, ``aten=avx512``: one ATen path each (only those this CPU can
   run, and not the one it picks natively, which ``native`` already is);
 * ``mkl=COMPATIBLE``, ``mkl=AVX2``, ``mkl=AVX512``: one MKL path each (x86 builds with MKL);
-* ``aten=default mkl=COMPATIBLE``: both at once, the path ``make nbval`` runs (with MKL);
+* ``aten=default mkl=COMPATIBLE``: both at once, the two paths furthest from a native AVX-512
+  one (``make nbval`` runs ATen's default with MKL's AVX2: each is a column here);
 
 each on 1 and on 2 threads. Every chapter runs under strict nbval (``make nbval``'s command) on
 every path, in a fresh process, as many runs side by side as the machine has cores (``--jobs``).
@@ -238,8 +239,8 @@ def markdown(record: dict) -> str:
         "# The portability matrix",
         "",
         "Every chapter under strict nbval on each CPU code path this machine can be made to "
-        "take with `ATEN_CPU_CAPABILITY` and `MKL_CBWR` (one library's path at a time, and both "
-        "at once as `make nbval` runs), on 1 and 2 threads (`benchmarks/portability.py`; "
+        "take with `ATEN_CPU_CAPABILITY` and `MKL_CBWR` (one library's path at a time, and "
+        "both libraries' furthest paths at once), on 1 and 2 threads (`benchmarks/portability.py`; "
         "re-run with `make portability`, or `make portability NB=book/NN_x.ipynb` for some "
         "chapters). `ok`: every stored output matched and no cell raised; `differ N`: the "
         "stored output of cell N differs; `raised N`: cell N raised (its error below).",

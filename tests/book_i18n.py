@@ -55,7 +55,7 @@ LOCALE = ROOT / "locale"
 OVERLAY = LOCALE / LANGUAGE / "_config.yml"  # the translators' part of the configuration
 NOTEBOOKS = LOCALE / LANGUAGE  # the Chinese notebooks: locale/zh_CN/book/NN_name.ipynb
 # what the translators' file may set: top-level keys, and keys of html: and of sphinx: config:
-OVERLAY_KEYS = {"html.extra_footer", "sphinx.config.attnbook_search_bar_text"}
+OVERLAY_KEYS = {"author", "html.extra_footer", "sphinx.config.attnbook_search_bar_text"}
 UP = "../"  # from the Chinese edition's root to the English edition's
 
 
@@ -219,7 +219,12 @@ def update_catalogs(locale: Path = LOCALE) -> None:
          "custom", "--custom-builder", "gettext", "--path-output", str(GETTEXT.relative_to(ROOT))],
         cwd=ROOT, check=True,
     )  # fmt: skip
-    basic.update(str(locale), str(GETTEXT / "_build" / "gettext"), (LANGUAGE,))
+    # the interface catalog (LC_MESSAGES/sphinx.po) is kept by hand: it holds what the catalogs
+    # of Sphinx and the themes lack, not messages of the book; the gettext builder's sphinx.pot
+    # (the words of the templates in book/_ext/templates) would mark the rest of it obsolete
+    templates = GETTEXT / "_build" / "gettext"
+    (templates / "sphinx.pot").unlink(missing_ok=True)
+    basic.update(str(locale), str(templates), (LANGUAGE,))
 
 
 def main(argv: list[str]) -> int:

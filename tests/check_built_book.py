@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from bs4 import BeautifulSoup
+from bs4 import BeautifulSoup, Comment, Doctype
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
 from attnbook_fonts import SERVED_FONT, book_characters  # noqa: E402
@@ -158,6 +158,51 @@ def english_left(page: Path, words: int = 5) -> list[str]:
     return runs
 
 
+# The interface around a Chinese page's text (the theme's buttons, tooltips and labels for
+# screen readers, the table of contents): Chinese, but for these names, which both editions
+# keep (the language switch says "English"; chapter 13 is "Transformer").
+INTERFACE_ATTRIBUTES = ("title", "aria-label", "alt", "placeholder")
+INTERFACE_NAMES = {
+    "English", "Binder", "Colab", "Ctrl", "K", "attnbook", "Transformer", "RNN", "API",
+    "Add", "Norm", "PDF", "pdf", "ipynb", "md", "GitHub", "CC", "BY",
+}  # fmt: skip
+LATIN_WORD = re.compile(r"[A-Za-z]+")
+FILE_NAME = re.compile(r"^[\w./-]+\.(?:png|svg|jpe?g|gif|ipynb|md|pdf)$")
+
+
+def interface_english(page: Path) -> list[str]:
+    """The interface strings of a page with an English word in them: the text outside its
+    article, and every element's title, label, alt text and placeholder (a figure's alt text
+    included). Not: code and math; a cross-reference's title (the name of a work cited or of
+    a function); a file name given as alt text; what only a printout shows (.onlyprint)."""
+    soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+    for e in soup(["script", "style", "noscript", "template"]):
+        e.decompose()
+    for e in soup.select(".onlyprint"):
+        e.decompose()
+    for c in soup.find_all(string=lambda s: isinstance(s, (Comment, Doctype))):
+        c.extract()
+    found = []
+    for e in soup.find_all(True):
+        for name in INTERFACE_ATTRIBUTES:
+            value = e.get(name)
+            if name == "title" and e.name == "a" and "reference" in e.get("class", []):
+                continue
+            if isinstance(value, str) and not FILE_NAME.match(value.strip()):
+                found.append(f"{name}={value.strip()!r}")
+    article = soup.find("article")
+    if article is not None:
+        article.decompose()
+    for e in soup.select(NOT_PROSE):
+        e.decompose()
+    found += [repr(t.strip()) for t in soup.find_all(string=True) if t.strip()]
+    return [
+        s
+        for s in found
+        if not CJK_CHAR.search(s) and set(LATIN_WORD.findall(s.split("=", 1)[-1])) - INTERFACE_NAMES
+    ]
+
+
 def declared_translated() -> list[str]:
     if not TRANSLATED.is_file():
         return []
@@ -193,6 +238,10 @@ def main(root: str) -> int:
             for edition in editions:
                 page = edition / f"{name}.html"
                 problems += [f"{page}: English left: {r!r}" for r in english_left(page)]
+        for edition in editions:
+            for page in sorted(edition.rglob("*.html")):
+                if "_static" not in page.relative_to(edition).parts:
+                    problems += [f"{page}: English interface: {s}" for s in interface_english(page)]
     for name, n, kb in rows:
         print(f"{str(name):45s} {n:3d} widget views  {kb:8.1f} KiB")
     for p in problems:

@@ -65,7 +65,7 @@ def test_make_test_runs_every_check():
     for check, command in {
         "lint": "ruff check src tests benchmarks book",
         "unit": "-m pytest tests --ignore=tests/browser",
-        "nbval": "ATEN_CPU_CAPABILITY=default MKL_CBWR=COMPATIBLE",
+        "nbval": "ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2",
         "colab-check": "tests/check_colab.py\n",
         "colab-env": "tests/check_colab.py --env-only",
         "build-check": "tests/check_built_book.py _build/html",

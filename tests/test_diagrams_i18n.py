@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import io
 import json
 import re
@@ -25,7 +26,8 @@ import attnbook_i18n  # noqa: E402
 import diagram_catalog  # noqa: E402
 import i18n_check  # noqa: E402
 
-# The English figures as the chapters stored them before the labels became translatable.
+# The English figures as the chapters stored them before the labels became translatable (and
+# rnn_encoder_decoder's since its alt text was corrected: the first decoder step reads <s>).
 ENGLISH_SHA256 = {
     "add_and_norm": "1595dbf899bbd3edf90e20a612311bb2925fa71bf5698e77d952397d9a37d099",
     "attention_three_steps": "89b17b7c309e11e8850117d10b46ce3a681f413045ba3d09e77a1c8a0a0155af",
@@ -35,7 +37,7 @@ ENGLISH_SHA256 = {
     "multi_head": "fb7f6af067e548a2142c55136a69cae02db48454ba7df1cecfdcedebc2cd256a",
     "positional_encoding": "504097e41d569b1db7825ded84200ceb0bb5addf0bbdb5546e7c39878ac45aee",
     "qkv_projections": "e47f1aecf96fd1db047fb13db826fb735ab9c4172f9d0708fbd7eb79eb413479",
-    "rnn_encoder_decoder": "050478db0b8b13cfff15e54c2c7b76873fa9a3d367b500a2b28f5705000a2b3d",
+    "rnn_encoder_decoder": "819580a5fa6189a8a60eeca063ec44ccafc4667a47ad3d040eb67f4999383d6e",
     "rnn_with_attention": "4382bf001f36e07db80689369cf3d624f94528341adf8538cc4a01a821043ee4",
     "score_functions": "7b11ae4b0ccfd062af991f8b7602f09f375a5753f764a03b06900c4af89d0538",
     "self_vs_cross": "d297bc5274bf32253a5b657467c185c07db6bf5a790791697f959da2858900ef",
@@ -72,8 +74,10 @@ CHAPTERS = sorted((ROOT / "book").glob("[0-9][0-9]_*.ipynb"))
 def test_the_chapters_stored_english_outputs_are_todays_figures():
     seen = set()
     for path in CHAPTERS:
-        for name, _, svgs in diagram_cells(path):
+        for name, cell, svgs in diagram_cells(path):
             assert svgs == [diagram(name).svg], f"{path.name}: {name}"
+            # the page's alt text is the figure's own (the Chinese page gets its translation)
+            assert attnbook_i18n.image_alt(cell) == diagram(name).alt, f"{path.name}: {name}"
             seen.add(name)
     assert seen == set(DIAGRAMS)
 
@@ -82,8 +86,9 @@ def test_the_chinese_notebooks_show_the_chinese_figures():
     seen = set()
     for path in CHAPTERS:
         zh = diagram_catalog.ROOT / "locale" / "zh_CN" / "book" / path.name
-        for name, _, svgs in diagram_cells(zh):
+        for name, cell, svgs in diagram_cells(zh):
             assert svgs == [diagram(name, lang="zh_CN").svg], f"{zh.name}: {name}"
+            assert attnbook_i18n.image_alt(cell) == diagram(name, lang="zh_CN").alt, zh.name
             seen.add(name)
     assert seen == set(DIAGRAMS)
 
@@ -111,6 +116,20 @@ def test_every_label_is_translated_with_the_glossary_terms():
             assert words <= {"Attention", "LayerNorm", "Sublayer", "Norm", "Softmax", "softmax",
                              "tanh", "head", "score", "ReLU"}, e.msgid  # fmt: skip
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", DIAGRAMS)
+def test_the_chinese_figure_has_a_chinese_title_and_alt_text(name):
+    """What a screen reader says of a Chinese figure (its title, and its description: the SVG's
+    aria-label and desc, and the page's alt text) is the catalog's translation, plain text."""
+    en, zh = diagram(name), diagram(name, lang="zh_CN")
+    table = {e.msgid: e.msgstr for e in polib.pofile(str(PO))}
+    assert (zh.title, zh.alt) == (table[en.title], table[en.alt])
+    for text in (zh.title, zh.alt):
+        assert CJK.search(text) and "{" not in text and "}" not in text, text
+    assert zh.alt.endswith("。"), zh.alt
+    assert f'aria-label="{html.escape(zh.alt)}"' in zh.svg
+    assert f"<title>{html.escape(zh.title, quote=False)}</title>" in zh.svg
 
 
 @pytest.mark.parametrize("name", DIAGRAMS)
@@ -207,6 +226,7 @@ def test_the_chinese_build_draws_the_figures_in_chinese():
         "".join(zh["cells"][i]["outputs"][0]["data"][attnbook_i18n.SVG])
         == diagram("masks", lang="zh_CN").svg
     )
+    assert attnbook_i18n.image_alt(zh["cells"][i]) == diagram("masks", lang="zh_CN").alt
     App.config.language = "en"
     source = [english]
     attnbook_i18n.draw_diagrams_in_chinese(App, "book/11_masking", source)

@@ -256,7 +256,10 @@ def assert_same_but_markdown(english: dict, chinese: dict) -> None:
             svg = attnbook_i18n.SVG
             zh_svgs = ["".join(o["data"][svg]) for o in zh["outputs"] if svg in o.get("data", {})]
             assert zh_svgs == [diagram(name, lang="zh_CN").svg], f"cell {i}: figure {name}"
+            # and its alt text is the Chinese figure's
+            assert attnbook_i18n.image_alt(zh) == diagram(name, lang="zh_CN").alt, f"cell {i}"
             back = copy.deepcopy(zh)
+            back["metadata"]["mystnb"]["image"]["alt"] = attnbook_i18n.image_alt(en)
             for out_zh, out_en in zip(back["outputs"], en["outputs"], strict=True):
                 if svg in out_zh.get("data", {}):
                     out_zh["data"][svg] = out_en["data"][svg]

@@ -24,6 +24,10 @@ For the Chinese edition (``language: zh_CN``), also:
   ``booktheme.po`` (``add_theme_catalogs``).
 - speed: the nodes of a translation are given back to their page (``_forget``), and Sphinx's
   Chinese search looks its Latin words up in a set (``_TermSet``).
+- myst-nb's words around a folded code cell ("Show code cell source", and its summary's
+  label for screen readers) come from ``LC_MESSAGES/sphinx.po`` too (``translate_folded_cells``,
+  ``translate_fold_label``); the theme's components that hard-code their tooltips and labels
+  are given translatable copies (``templates/``).
 - block markup at the start of a translation is escaped: the numbered headings ("1. Work per
   layer") would otherwise be read as lists and stay English (``escape_leading_markup``).
 - the concept figures are drawn in Chinese: a code cell whose source is a ``diagram("name")``
@@ -237,6 +241,35 @@ def add_theme_catalogs(app, config) -> None:
                 break
 
 
+# myst-nb's words around a folded code cell: its prompts ("Show code cell source", made from
+# nb_code_prompt_show's "{type}") and its summary's label, which its HTML writer writes as it is
+FOLD_LABEL = 'aria-label="Toggle hidden content"'
+
+
+def translate_folded_cells(app, doctree, docname) -> None:
+    """doctree-resolved: the prompts of a folded code cell in the page's language (from
+    LC_MESSAGES/sphinx.po: the whole prompt is the message)."""
+    if app.config.language in (None, "en"):
+        return
+    from myst_nb.sphinx_ import HideCodeCellNode
+    from sphinx.locale import _
+
+    for node in doctree.findall(HideCodeCellNode):
+        for key in ("prompt_show", "prompt_hide"):
+            node[key] = str(_(node[key]))
+
+
+def translate_fold_label(app, pagename, templatename, context, doctree) -> None:
+    if app.config.language in (None, "en") or "body" not in context:
+        return
+    from html import escape
+
+    from sphinx.locale import _
+
+    label = f'aria-label="{escape(_("Toggle hidden content"))}"'
+    context["body"] = context["body"].replace(FOLD_LABEL, label)
+
+
 # a code cell that shows a concept figure (the chapters' cells: the import, then the call)
 DIAGRAM_CELL = re.compile(r'\s*(?:from attnbook\.diagrams import diagram\s*)?diagram\("(\w+)"\)\s*')
 SVG = "image/svg+xml"
@@ -251,9 +284,15 @@ def diagram_name(cell: dict) -> str | None:
     return m.group(1) if m else None
 
 
+def image_alt(cell: dict) -> str | None:
+    """The alt text a code cell gives its image output (myst-nb's ``mystnb.image.alt``)."""
+    return cell.get("metadata", {}).get("mystnb", {}).get("image", {}).get("alt")
+
+
 def chinese_diagrams(notebook: dict, lang: str = "zh_CN") -> int:
     """Replace, in ``notebook`` (nbformat's JSON, changed in place), the SVG output of every
-    ``diagram("name")`` cell by the figure drawn in ``lang``; returns how many."""
+    ``diagram("name")`` cell by the figure drawn in ``lang``, and the cell's alt text, when it
+    is the figure's own (``Diagram.alt``), by the figure's in ``lang``; returns how many."""
     from attnbook.diagrams import diagram
 
     count = 0
@@ -261,10 +300,13 @@ def chinese_diagrams(notebook: dict, lang: str = "zh_CN") -> int:
         name = diagram_name(cell)
         if name is None:
             continue
+        figure = diagram(name, lang=lang)
         for output in cell.get("outputs", []):
             if SVG in output.get("data", {}):
-                output["data"][SVG] = diagram(name, lang=lang).svg.splitlines(keepends=True)
+                output["data"][SVG] = figure.svg.splitlines(keepends=True)
                 count += 1
+        if image_alt(cell) == diagram(name, lang="en").alt:
+            cell["metadata"]["mystnb"]["image"]["alt"] = figure.alt
     return count
 
 
@@ -289,8 +331,8 @@ def configure(app, config) -> None:
         options["article_header_end"] = [COMPONENT, *end]
     if config.attnbook_search_bar_text:
         options["search_bar_text"] = config.attnbook_search_bar_text
-    if str(TEMPLATES) not in config.templates_path:
-        config.templates_path.append(str(TEMPLATES))
+    if str(TEMPLATES) not in config.templates_path:  # first: its copies of the theme's
+        config.templates_path.insert(0, str(TEMPLATES))  # components replace them
 
 
 def setup(app):
@@ -304,5 +346,7 @@ def setup(app):
     _patch_chinese_search()
     app.connect("doctree-read", _forget)
     app.connect("html-page-context", add_switch)
+    app.connect("doctree-resolved", translate_folded_cells)
+    app.connect("html-page-context", translate_fold_label)
     app.connect("source-read", draw_diagrams_in_chinese)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

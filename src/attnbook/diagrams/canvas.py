@@ -400,10 +400,12 @@ def _build(name: str, lang: str | None = None) -> tuple[Diagram, _Canvas]:
     try:
         canvas = _Canvas(name, spec.height)
         spec.draw(canvas)
-        svg = canvas.render(spec.title, spec.alt)
+        # the title and the description for screen readers are messages too, after the labels
+        title, alt = _(spec.title), _(spec.alt)
+        svg = canvas.render(title, alt)
     finally:
         _LANGUAGE.reset(token)
-    return Diagram(name, spec.title, spec.alt, svg), canvas
+    return Diagram(name, title, alt, svg), canvas
 
 
 def diagram(name: str, lang: str | None = None) -> Diagram:

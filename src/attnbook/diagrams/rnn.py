@@ -24,10 +24,10 @@ __all__: list[str] = []  # the figures register themselves with _figure
     """An encoder RNN reads the source tokens x₁ to x_S and produces hidden states h₁ to h_S.
     Only its last state is kept as the context vector c = h_S, a single fixed-size vector
     between encoder and decoder: the bottleneck. A decoder RNN with states s₁ to s_T writes the
-    target tokens y₁ to y_T, each step reading the token it wrote before. A solid arrow from c to
-    the first decoder state marks Sutskever et al. (2014), where c is only the decoder's initial
-    state; dashed arrows from c to every decoder step mark Cho et al. (2014), where c also
-    enters every step.""",
+    target tokens y₁ to y_T, each step reading the token it wrote before (the first step reads
+    the start token <s>). A solid arrow from c to the first decoder state marks Sutskever et al.
+    (2014), where c is only the decoder's initial state; dashed arrows from c to every decoder
+    step mark Cho et al. (2014), where c also enters every step.""",
     height=370,
 )
 def _rnn_encoder_decoder(c: _Canvas) -> None:
