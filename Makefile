@@ -55,11 +55,13 @@ book-zh: $(STAMP)
 	$(JB_ZH)
 
 ## make catalogs: extract the English messages again and update locale/zh_CN's catalogs
-## (sphinx-intl: a changed message becomes fuzzy, a new one empty, a removed one obsolete), then
-## the Chinese notebooks (zh-notebooks)
+## (sphinx-intl: a changed message becomes fuzzy, a new one empty, a removed one obsolete), the
+## concept figures' (diagrams.po) and chapter 13's live block's (live.po), then the Chinese
+## notebooks (zh-notebooks)
 catalogs: $(STAMP)
 	$(PY) tests/book_i18n.py catalogs
 	$(PY) tests/diagram_catalog.py
+	$(PY) tests/live_catalog.py
 	$(MAKE) --no-print-directory zh-notebooks
 
 ## make zh-notebooks: write locale/zh_CN/book/*.ipynb, the chapters with their Markdown
@@ -198,8 +200,8 @@ notebooks: $(STAMP)
 ## make portability: the portability matrix (benchmarks/portability.py): every chapter under strict
 ## nbval on the CPU code paths this machine can simulate: native, ATEN_CPU_CAPABILITY default and
 ## avx2 (those below the native one), MKL_CBWR COMPATIBLE/AVX2/AVX512, and ATen default with MKL
-## COMPATIBLE (make nbval's path), on 1 and 2 threads: 14 runs of each chapter on an AVX-512
-## machine with MKL. NB=book/11_masking.ipynb runs some chapters and keeps the other rows. Run it
+## COMPATIBLE (the two furthest paths at once), on 1 and 2 threads: 14 runs of each chapter on an
+## AVX-512 machine with MKL. NB=book/11_masking.ipynb runs some chapters and keeps the other rows. Run it
 ## on a chapter before its change lands: tests/test_portability.py fails on a chapter whose code,
 ## cell tags or stored outputs changed since its row of the record was made (a package change
 ## alone does not: re-run the chapters that use it).

@@ -87,8 +87,9 @@ def test_catalog(po):
 
 @pytest.mark.parametrize("po", UI_CATALOGS, ids=lambda p: p.stem)
 def test_the_interface_catalogs_are_complete(po):
-    # diagrams: the concept figures' labels (tests/diagram_catalog.py, test_diagrams_i18n.py)
-    assert [p.stem for p in UI_CATALOGS] == ["booktheme", "diagrams", "sphinx"]
+    # diagrams: the concept figures' labels (tests/diagram_catalog.py, test_diagrams_i18n.py);
+    # live: the words of chapter 13's live block (tests/live_catalog.py, test_live.py)
+    assert [p.stem for p in UI_CATALOGS] == ["booktheme", "diagrams", "live", "sphinx"]
     assert not i18n_check.check(po)
 
 

@@ -9,8 +9,10 @@ HTML carries its data intact.
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
+import polib
 import pytest
 import torch
 
@@ -21,6 +23,10 @@ from attnbook.live import check_text, live_block, live_example, weights_digest
 from attnbook.transformer import Transformer
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+import i18n_check  # noqa: E402
+import live_catalog  # noqa: E402
+
 SRC = Vocab("abc </sript>")  # characters that could break out of a <script> element
 TGT = Vocab("xyz")
 
@@ -88,6 +94,53 @@ def test_the_html_carries_the_block_and_its_data(model):
     assert "</script> abc →" not in page  # the static line is escaped
     assert "&lt;/script&gt; abc →" in page
     assert repr(block).startswith("LiveBlock('</script> abc' -> ")
+    # its words in Chinese, for the Chinese edition's page (tests/live_catalog.py)
+    table = json.loads(live_catalog.COMPILED.read_text(encoding="utf-8"))
+    assert data["messages"] == {"zh_CN": table} and table
+
+
+# ------------------------------------------------------------------ the block's words (live.po)
+
+
+def test_the_catalog_holds_every_message_translated_and_is_compiled():
+    """Every _("...") and N_("...") of live.js is a message of live.po (none missing, none left
+    over), translated, not fuzzy, with the {names} of its English, in the glossary's terms; and
+    the package's JSON is the catalog compiled (python tests/live_catalog.py)."""
+    assert live_catalog.main(["--check"]) == 0
+    po = polib.pofile(str(live_catalog.PO))
+    assert [e.msgid for e in po] == live_catalog.messages()
+    assert not live_catalog.problems(po), live_catalog.problems(po)
+    terms = i18n_check.glossary_terms()
+    bad = [
+        f"{e.msgid!r}: {p}" for e in po for p in i18n_check.term_problems(e.msgid, e.msgstr, terms)
+    ]
+    assert not bad, "\n".join(bad)
+
+
+# what live.js writes that is not a word for the reader: element and attribute names, classes,
+# ONNX names and types, events, states, and the characters shown as they are
+NOT_WORDS = re.compile(
+    r"^(?:[\w.-]+|al-[\w -]+|aria-label|data-[\w-]+|on\w+|[◀▶␣→⟨⟩ ]+|<\w+>|⟨eos⟩|[\d.,\s%]*"
+    r"|\[layer\]\[head\]\[query\]\[key\].*)$"
+)
+
+
+def test_every_word_of_the_script_is_a_message():
+    """A string literal of live.js with a letter in it is a message (inside _( or N_( ), or
+    not a word for the reader (a class, an attribute, an ONNX name, a state)."""
+    script = live_catalog.SCRIPT.read_text(encoding="utf-8")
+    code = re.sub(r"//[^\n]*", "", script)  # comments are not shown
+    code = live_catalog.CALL.sub("_(0,", code)  # the messages
+    literals = re.findall(r'"((?:[^"\\\n]|\\.)*)"|\'((?:[^\'\\\n]|\\.)*)\'', code)
+    templates = re.findall(r"`([^`]*)`", code)
+    words = [a or b for a, b in literals] + [re.sub(r"\$\{[^}]*\}", "", s) for s in templates]
+    css_and_protocols = {"file:", "rgb()", "auto repeat(, px)"}
+    shown = [
+        w
+        for w in words
+        if re.search(r"[A-Za-z]{2,}", w) and not NOT_WORDS.match(w) and w not in css_and_protocols
+    ]
+    assert not shown, shown
 
 
 def test_live_block_checks_its_arguments(model):

@@ -177,6 +177,16 @@ def _asset(name: str) -> str:
     return resources.files("attnbook").joinpath("assets", name).read_text(encoding="utf-8")
 
 
+def _messages() -> dict[str, dict[str, str]]:
+    """The block's words in the languages besides English: language -> {English message:
+    translation}, from ``assets/locale/<language>.json`` (tests/live_catalog.py compiles them
+    from the book's ``locale/<language>/LC_MESSAGES/live.po``). The block shows the ones of its
+    page's language (``<html lang>``), English elsewhere."""
+    folder = resources.files("attnbook").joinpath("assets", "locale")
+    files = sorted((f for f in folder.iterdir() if f.name.endswith(".json")), key=lambda f: f.name)
+    return {f.name[: -len(".json")]: json.loads(f.read_text(encoding="utf-8")) for f in files}
+
+
 class LiveBlock:
     """The live block as a display object (``_repr_html_``): shown in a notebook or on the
     built page. :meth:`translate` gives the same block for another input, computed by PyTorch
@@ -206,7 +216,7 @@ class LiveBlock:
         )
 
     def _repr_html_(self) -> str:
-        data = {**self.config, "example": self.example}
+        data = {**self.config, "example": self.example, "messages": _messages()}
         # JSON inside <script>: "</" would end the element, so it is written "<\/"
         payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
         plain = html.escape(f"{self.example['text']} → {self.example['translation']}")

@@ -8,6 +8,7 @@ language switch leads to the same page in English and back; the theme speaks Chi
 search finds a Chinese word (Sphinx's Chinese search, with jieba's words in the index).
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 PAGES = ["zh_CN/book/04_query_key_value.html", "zh_CN/book/13_transformer.html"]
 STATE = "document.querySelector('.attnbook-live').dataset.state"
+CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +55,18 @@ def test_the_live_block_runs_the_shared_model_on_a_chinese_page(zh_page, book_ur
     state = zh_page.evaluate(STATE)
     message = zh_page.evaluate("document.querySelector('.attnbook-live .al-message').textContent")
     assert state == "done", message
+    # and it speaks Chinese: its title, controls, step sentence and status (live.po)
+    words = zh_page.evaluate(
+        """() => { const r = document.querySelector('.attnbook-live');
+        const t = (s) => r.querySelector(s).textContent;
+        return { title: t('.al-title'), button: t('.al-button'), step: t('.al-steptext'),
+                 status: t('.al-status'), axis: t('.al-axis'), play: t('.al-play'),
+                 kind: r.querySelector('.al-kind').selectedOptions[0].textContent,
+                 head: r.querySelector('.al-head').selectedOptions[0].textContent }; }"""
+    )
+    for name, text in words.items():
+        assert CJK.search(text), (name, text)
+    assert words["step"].startswith("第 ") and "onnxruntime-web" in words["status"], words
     loaded = [u.removeprefix(book_url) for u in asked if "onnxruntime" in u or "/live/" in u]
     assert loaded and all(u.startswith(("/vendor/", "/live/")) for u in loaded), loaded
     ARTIFACTS.mkdir(exist_ok=True)

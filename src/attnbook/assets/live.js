@@ -5,25 +5,40 @@
 // once; onnxruntime-web and the model file load only when the reader asks for a translation,
 // from the built book (data-content_root on <html>, set by Sphinx): RUNTIME and MODEL there.
 // Tests read root.attnbook (the shown result and the timings) and root.dataset.state.
+//
+// Every word the block shows goes through _(message, {name: value}): on a page in
+// another language (<html lang>, set by Sphinx: "zh-CN" on the Chinese edition) it is looked up
+// in the config's messages (attnbook.live, compiled from locale/<lang>/LC_MESSAGES/live.po by
+// tests/live_catalog.py, which finds the messages here by their _( and N_( calls); {name}
+// marks a value. English is the source and is shown as written.
 
 const RUNTIME_FILE = "ort.wasm.min.mjs";
+let CATALOG = null; // the page language's messages (mount sets it from the config)
+function _(message, values = {}) {
+  const text = (CATALOG && CATALOG[message]) || message;
+  return text.replace(/\{(\w+)\}/g, (m, name) => (name in values ? String(values[name]) : m));
+}
+const N_ = (message) => message; // a message translated where it is shown
+function pageLanguage() {
+  const lang = (document.documentElement.lang || "en").replace("-", "_");
+  return lang.toLowerCase().startsWith("zh") ? "zh_CN" : lang;
+}
 const KINDS = {
-  cross: ["cross-attention: output → source", "source character (key)", "output written (query)"],
-  encoder_self: ["encoder self-attention", "source character (key)", "source character (query)"],
+  cross: [
+    N_("cross-attention: output → source"), N_("source character (key)"),
+    N_("output written (query)"),
+  ],
+  encoder_self: [
+    N_("encoder self-attention"), N_("source character (key)"), N_("source character (query)"),
+  ],
   decoder_self: [
-    "decoder self-attention (masked)", "decoder input (key)", "output written (query)",
+    N_("decoder self-attention (masked)"), N_("decoder input (key)"), N_("output written (query)"),
   ],
 };
-const NOTEBOOK =
-  "Translating another date runs the model in your browser with onnxruntime-web, which the " +
-  "book's web pages serve together with the model file; a running notebook (JupyterLab, " +
-  "Colab) has neither. Here, translate in Python instead: the block's translate method, " +
-  'block.translate("your date"), draws this same view computed by PyTorch.';
+const TITLE = N_("The dates Transformer, running in your browser");
+const NOTEBOOK = N_("Translating another date runs the model in your browser with onnxruntime-web, which the book's web pages serve together with the model file; a running notebook (JupyterLab, Colab) has neither. Here, translate in Python instead: the block's translate method, block.translate(\"your date\"), draws this same view computed by PyTorch.");
 
-const FILE =
-  "This page was opened as a file (file://), and browsers do not let such a page load the " +
-  "runtime and the model. Serve the book's folder instead, for example with " +
-  "python -m http.server --directory _build/html, and open the page at http://localhost:8000.";
+const FILE = N_("This page was opened as a file (file://), and browsers do not let such a page load the runtime and the model. Serve the book's folder instead, for example with python -m http.server --directory _build/html, and open the page at http://localhost:8000.");
 
 // one runtime session per page and model file, shared by the page's blocks
 const sessions = (window.__attnbookLive = window.__attnbookLive || new Map());
@@ -47,21 +62,22 @@ const quote = (c) => `${JSON.stringify(c)} (U+${hex(c)})`;
 
 // The message for text the model cannot read, or null (attnbook.live.check_text says the same).
 function problem(cfg, text) {
-  if (!text.trim()) return "The input is empty: type a date to translate.";
+  if (!text.trim()) return _("The input is empty: type a date to translate.");
   const chars = [...text];
   if (chars.length > cfg.max_len)
-    return (
-      `The input has ${chars.length} characters; the model reads at most ${cfg.max_len} ` +
-      "(the length of its positional table)."
-    );
+    return _("The input has {n} characters; the model reads at most {max} (the length of its positional table).",
+      { n: chars.length, max: cfg.max_len });
   const known = new Set(cfg.src_itos.slice(4));
   const unknown = [...new Set(chars.filter((c) => !known.has(c)))];
-  if (unknown.length)
-    return (
-      `The model does not know ${unknown.map(quote).join(", ")}: it reads only the characters ` +
-      `of its training data: ${known.has(" ") ? "the space and " : ""}` +
-      [...known].filter((c) => c !== " ").sort().join("")
-    );
+  if (unknown.length) {
+    const values = {
+      unknown: unknown.map(quote).join(", "),
+      known: [...known].filter((c) => c !== " ").sort().join(""),
+    };
+    return known.has(" ")
+      ? _("The model does not know {unknown}: it reads only the characters of its training data: the space and {known}", values)
+      : _("The model does not know {unknown}: it reads only the characters of its training data: {known}", values);
+  }
   return null;
 }
 
@@ -76,25 +92,23 @@ async function openModel(cfg, base) {
   try {
     response = await fetch(sidecar);
   } catch (e) {
-    throw new Refusal(`Could not download the model's description ${sidecar}: ${e.message}.`);
+    throw new Refusal(_("Could not download the model's description {url}: {error}.",
+      { url: sidecar, error: e.message }));
   }
   if (!response.ok)
-    throw new Refusal(
-      `This build of the book has no model file (${cfg.sidecar}: HTTP ${response.status}). ` +
-        "`make book` writes it (its `live-model` step)."
-    );
+    throw new Refusal(_("This build of the book has no model file ({file}: HTTP {status}). `make book` writes it (its `live-model` step).",
+      { file: cfg.sidecar, status: response.status }));
   const info = await response.json();
   const weights = info.info && info.info.weights;
   if (weights !== cfg.weights || info.src_vocab.itos.join("\n") !== cfg.src_itos.join("\n"))
-    throw new Refusal(
-      `The model file on this page (weights ${weights}) is not the model this block's ` +
-        `example came from (weights ${cfg.weights}): rebuild the book (make book).`
-    );
+    throw new Refusal(_("The model file on this page (weights {weights}) is not the model this block's example came from (weights {expected}): rebuild the book (make book).",
+      { weights, expected: cfg.weights }));
   let ort;
   try {
     ort = await import(new URL(cfg.runtime + RUNTIME_FILE, base).href);
   } catch (e) {
-    throw new Refusal(`Could not load onnxruntime-web from ${cfg.runtime}: ${e.message}.`);
+    throw new Refusal(_("Could not load onnxruntime-web from {url}: {error}.",
+      { url: cfg.runtime, error: e.message }));
   }
   ort.env.wasm.wasmPaths = new URL(cfg.runtime, base).href;
   ort.env.wasm.numThreads = 1; // threads need cross-origin isolation, which static hosting lacks
@@ -107,8 +121,8 @@ async function openModel(cfg, base) {
 
 async function runtime(cfg) {
   const base = bookRoot();
-  if (!base) throw new Refusal(NOTEBOOK);
-  if (location.protocol === "file:") throw new Refusal(FILE);
+  if (!base) throw new Refusal(_(NOTEBOOK));
+  if (location.protocol === "file:") throw new Refusal(_(FILE));
   const key = new URL(cfg.model, base).href;
   if (!sessions.has(key)) sessions.set(key, openModel(cfg, base));
   try {
@@ -204,38 +218,40 @@ function mount(id) {
   if (!root || root.dataset.mounted) return;
   root.dataset.mounted = "1";
   const cfg = JSON.parse(document.getElementById(`${id}-config`).textContent);
+  CATALOG = (cfg.messages || {})[pageLanguage()] || null;
   const st = { result: cfg.example, kind: "cross", layer: 0, head: -1, step: 0, timer: null };
   const times = [];
   root.attnbook = { cfg, times, get result() { return st.result; } };
 
   const input = h("input", { type: "text", class: "al-input", spellcheck: "false",
-    "aria-label": "text to translate", autocomplete: "off" });
+    "aria-label": _("text to translate"), autocomplete: "off" });
   input.value = cfg.example.text;
-  const button = h("button", { type: "submit", class: "al-button" }, "Translate");
+  const button = h("button", { type: "submit", class: "al-button" }, _("Translate"));
   const message = h("div", { class: "al-message", role: "alert" });
   const status = h("div", { class: "al-status" });
   const output = h("div", { class: "al-output" });
   const option = (value, text) => { const o = h("option", {}, text); o.value = value; return o; };
-  const kind = h("select", { class: "al-kind", "aria-label": "attention" },
-    ...Object.entries(KINDS).map(([k, v]) => option(k, v[0])));
-  const layer = h("select", { class: "al-layer", "aria-label": "layer" },
-    ...Array.from({ length: cfg.layers }, (_, l) => option(l, `layer ${l + 1}`)));
-  const head = h("select", { class: "al-head", "aria-label": "head" },
-    option(-1, `mean of ${cfg.heads} heads`),
-    ...Array.from({ length: cfg.heads }, (_, k) => option(k, `head ${k + 1}`)));
+  const kind = h("select", { class: "al-kind", "aria-label": _("attention") },
+    ...Object.entries(KINDS).map(([k, v]) => option(k, _(v[0]))));
+  const layer = h("select", { class: "al-layer", "aria-label": _("layer") },
+    ...Array.from({ length: cfg.layers }, (x, l) => option(l, _("layer {n}", { n: l + 1 }))));
+  const head = h("select", { class: "al-head", "aria-label": _("head") },
+    option(-1, _("mean of {n} heads", { n: cfg.heads })),
+    ...Array.from({ length: cfg.heads }, (x, k) => option(k, _("head {n}", { n: k + 1 }))));
   const map = h("div", { class: "al-map" });
   const slider = h("input", { type: "range", class: "al-step", min: "0", step: "1",
-    "aria-label": "decoder step" });
+    "aria-label": _("decoder step") });
   const stepText = h("div", { class: "al-steptext" });
-  const back = h("button", { type: "button", class: "al-back", "aria-label": "previous step" },
-    "◀");
-  const next = h("button", { type: "button", class: "al-next", "aria-label": "next step" }, "▶");
-  const play = h("button", { type: "button", class: "al-play" }, "play the decoder");
+  const back = h("button", { type: "button", class: "al-back",
+    "aria-label": _("previous step") }, "◀");
+  const next = h("button", { type: "button", class: "al-next", "aria-label": _("next step") },
+    "▶");
+  const play = h("button", { type: "button", class: "al-play" }, _("play the decoder"));
   const form = h("form", { class: "al-form" }, input, button);
 
   root.querySelector(".attnbook-live-static")?.remove();
   root.append(
-    h("div", { class: "al-title" }, cfg.title || "The dates Transformer, running in your browser"),
+    h("div", { class: "al-title" }, _(cfg.title || TITLE)),
     form, message, output, status,
     h("div", { class: "al-controls" }, kind, layer, head),
     map,
@@ -243,10 +259,8 @@ function mount(id) {
     stepText,
   );
   status.textContent = bookRoot()
-    ? "Translated in advance by PyTorch. Translate runs the model here: the first click " +
-      "loads onnxruntime-web and the model file."
-    : "Translated in advance by PyTorch. In a notebook, the block's translate method " +
-      'translates another date: block.translate("your date").';
+    ? _("Translated in advance by PyTorch. Translate runs the model here: the first click loads onnxruntime-web and the model file.")
+    : _("Translated in advance by PyTorch. In a notebook, the block's translate method translates another date: block.translate(\"your date\").");
 
   function say(text) {
     message.textContent = text || "";
@@ -261,17 +275,17 @@ function mount(id) {
         return h("span", { class: when }, w === "<eos>" ? "⟨eos⟩" : w);
       }));
     if (!r.finished)
-      output.append(h("em", {}, ` (stopped after ${r.writes.length} steps without <eos>)`));
+      output.append(h("em", {}, _(" (stopped after {n} steps without <eos>)", { n: r.writes.length })));
   }
 
   function drawStep() {
     const r = st.result, t = st.step;
     const [best, ...others] = r.top[t];
     const read = r.reads[t] === "<bos>" ? "<bos>" : `“${r.reads[t]}”`;
-    stepText.textContent =
-      `Step ${t + 1} of ${r.writes.length}: reading ${read}, the decoder writes “${best[0]}” ` +
-      `(probability ${(100 * best[1]).toFixed(1)}%; then ` +
-      others.map(([w, p]) => `“${w}” ${(100 * p).toFixed(1)}%`).join(", ") + ").";
+    stepText.textContent = _("Step {t} of {n}: reading {read}, the decoder writes “{best}” (probability {p}%; then {others}).", {
+      t: t + 1, n: r.writes.length, read, best: best[0], p: (100 * best[1]).toFixed(1),
+      others: others.map(([w, p]) => `“${w}” ${(100 * p).toFixed(1)}%`).join(_(", ")),
+    });
     slider.max = String(r.writes.length - 1);
     slider.value = String(t);
   }
@@ -279,7 +293,7 @@ function mount(id) {
   function weights() {
     const a = st.result.attention[st.kind][st.layer];
     if (st.head >= 0) return a[st.head];
-    return a[0].map((row, q) => row.map((_, k) => a.reduce((s, hd) => s + hd[q][k], 0) / a.length));
+    return a[0].map((row, q) => row.map((x, k) => a.reduce((s, hd) => s + hd[q][k], 0) / a.length));
   }
 
   function drawMap() {
@@ -315,8 +329,9 @@ function mount(id) {
     });
     map.replaceChildren(
       h("div", { class: "al-axis" },
-        `columns: ${keyName}; rows: ${queryName}; weight 0 white, 1 dark blue` +
-        (cell >= 7 ? "" : " (too many characters to label; hover a cell to read it)")),
+        _("columns: {keys}; rows: {queries}; weight 0 white, 1 dark blue",
+          { keys: _(keyName), queries: _(queryName) }) +
+        (cell >= 7 ? "" : _(" (too many characters to label; hover a cell to read it)"))),
       grid);
   }
 
@@ -335,7 +350,7 @@ function mount(id) {
   function stop() {
     if (st.timer) clearInterval(st.timer);
     st.timer = null;
-    play.textContent = "play the decoder";
+    play.textContent = _("play the decoder");
   }
 
   function go(t) {
@@ -352,7 +367,7 @@ function mount(id) {
   play.addEventListener("click", () => {
     if (st.timer) return stop();
     go(0);
-    play.textContent = "pause";
+    play.textContent = _("pause");
     const forward = () => (st.step + 1 < st.result.writes.length ? go(st.step + 1) : stop());
     st.timer = setInterval(forward, 700);
   });
@@ -372,7 +387,7 @@ function mount(id) {
     const first = !sessions.size;
     button.disabled = true;
     root.dataset.state = "translating";
-    status.textContent = first ? "Loading onnxruntime-web and the model…" : "Translating…";
+    status.textContent = first ? _("Loading onnxruntime-web and the model…") : _("Translating…");
     try {
       const rt = await runtime(cfg);
       const loaded = performance.now();
@@ -380,17 +395,15 @@ function mount(id) {
       const ms = performance.now() - start;
       times.push({ ms, load_ms: loaded - start, first });
       show(result);
-      status.textContent =
-        `Translated in your browser in ${(ms - (loaded - start)).toFixed(0)} ms` +
-        (first
-          ? ` (the runtime and the model loaded in ${((loaded - start) / 1000).toFixed(1)} s)`
-          : "") +
-        ` by onnxruntime-web.`;
+      const took = { ms: (ms - (loaded - start)).toFixed(0), s: ((loaded - start) / 1000).toFixed(1) };
+      status.textContent = first
+        ? _("Translated in your browser in {ms} ms (the runtime and the model loaded in {s} s) by onnxruntime-web.", took)
+        : _("Translated in your browser in {ms} ms by onnxruntime-web.", took);
       root.dataset.state = "done";
     } catch (e) {
       root.dataset.state = e instanceof Refusal ? "refused" : "error";
-      say(e instanceof Refusal ? e.message : `The translation failed: ${e.message || e}`);
-      status.textContent = "Showing the last translation.";
+      say(e instanceof Refusal ? e.message : _("The translation failed: {error}", { error: e.message || e }));
+      status.textContent = _("Showing the last translation.");
     } finally {
       button.disabled = false;
     }
