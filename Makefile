@@ -69,25 +69,26 @@ catalogs: $(STAMP)
 zh-notebooks: $(STAMP)
 	$(PY) tests/translate_notebooks.py
 
-## make test: lint, unit tests, strict nbval over every chapter as another CPU would run it,
-## every chapter in a Colab-like environment (colab-check), the book build (-W) with its
-## widget-state check, and the built pages in Chromium. Two phases keep both cores busy
-## (benchmarks/book_speed.py times each stage; it reads the phases from this recipe):
+## make test: lint, unit tests, strict nbval over every chapter in a Colab-like environment as
+## another CPU would run it (colab-check), the book build (-W) with its widget-state check, and
+## the built pages in Chromium. Two phases keep both cores busy (benchmarks/book_speed.py times
+## each stage; it reads the phases from this recipe):
 ## 0. the install (.venv) and the Colab-like environment's install (colab-env), side by side;
-## 1. everything else, two at a time, in an order that leaves no core idle: the two longest
-##    single-core stages first (nbval and colab-check), then the book build with its browser
-##    tests (book-checks), whose Chromium mostly waits, and last the unit tests, whose two
-##    pytest-xdist workers take whatever CPU the others leave. (Three phases, with the unit
-##    tests beside the book and nbval beside colab-check, took 755 s from a fresh clone: each
-##    phase waited on its longest stage with a core idle.) OMP_NUM_THREADS=1 gives every
-##    process one thread, so no stage's threads wait on another's: a chapter reads it
-##    (setup_notebook; a reader's chapter uses two), which also shows that the compared
-##    outputs do not depend on the thread count, and OpenMP threads that wait sleep instead
+## 1. everything else, two at a time: the longest single-core stage first (colab-check), beside
+##    it the book build with its browser tests (book-checks), whose Chromium mostly waits, then
+##    the unit tests, whose two pytest-xdist workers take whatever CPU the others leave.
+##    OMP_NUM_THREADS=1 gives every process one thread, so no stage's threads wait on another's:
+##    a chapter reads it (setup_notebook; a reader's chapter uses two), which also shows that the
+##    compared outputs do not depend on the thread count; OpenMP threads that wait sleep instead
 ##    of spinning. colab-check finds the environment colab-env made and re-checks the install.
+## Every chapter runs once: strict nbval in the Colab-like environment checks both that a Colab
+## reader's run raises nothing and that it prints what the page stores. (make test ran nbval
+## and the Colab check as two runs of every chapter: 725 to 761 s from a fresh clone, over the
+## 720 s a test run may take on two cores.) make nbval runs the chapters in .venv.
 test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target $(STAMP) colab-env
 	$(MAKE) --no-print-directory -j2 --output-sync=target OMP_WAIT_POLICY=PASSIVE \
-	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 nbval colab-check book-checks lint unit
+	  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 colab-check book-checks lint unit
 
 ## make lint: ruff (lint, and format --check) over the code and the notebooks, actionlint over
 ## .github/workflows
@@ -113,21 +114,22 @@ NBVAL := $(PY) -m pytest --nbval book --nbval-current-env \
 ## strict nbval with ATen's and MKL's other code paths: float results move in their last digits
 ## as on a CPU of another kind, so this checks on one other path that the compared outputs do not
 ## depend on the CPU that recorded them (make portability checks the other paths). ATen's
-## kernels without vector instructions, and MKL's AVX2 ones: MKL's COMPATIBLE ones made every
-## chapter half again as slow (356 s in make test against 2xx s), the AVX2 ones are those of a
-## reader's x86 CPU without AVX-512
+## kernels without vector instructions, and MKL's AVX2 ones, those of a reader's x86 CPU without
+## AVX-512 (MKL's COMPATIBLE ones made the run of every chapter 356 s in make test, against 307)
+OTHER_CPU := ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2
 nbval: $(STAMP)
-	ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2 $(NBVAL)
+	$(OTHER_CPU) $(NBVAL)
 
 ## strict nbval on this machine's own code paths
 nbval-native: $(STAMP)
 	$(NBVAL)
 
-## make colab-check: every chapter runs with no error as on Google Colab: its ipywidgets 7.7.1
+## make colab-check: every chapter under strict nbval as on Google Colab: its ipywidgets 7.7.1
 ## and numpy 2.1.3, the package installed by pip as the setup cell does, which must leave
-## those untouched (tests/check_colab.py; its environment is kept in .cache/colab-venv)
+## those untouched (tests/check_colab.py; its environment is kept in .cache/colab-venv), on
+## make nbval's code paths (below)
 colab-check: $(STAMP)
-	$(PY) tests/check_colab.py
+	$(OTHER_CPU) $(PY) tests/check_colab.py
 
 ## make colab-env: only make (or update) the Colab-like environment and check the install (it
 ## needs no .venv: the script uses only the standard library, so it runs beside the install)

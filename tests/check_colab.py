@@ -1,4 +1,5 @@
-"""Run every chapter as a reader on Google Colab would, and fail if any cell raises.
+"""Run every chapter as a reader on Google Colab would, under strict nbval: fail if any cell
+raises or any compared output differs from the stored one.
 
 Usage: python tests/check_colab.py [book/NN_name.ipynb ...]      (``make colab-check``)
        python tests/check_colab.py --env-only       (``make colab-env``: steps 1 and 2 only)
@@ -12,8 +13,13 @@ ipywidgets 7.7.1, which has no ``Stack``, and numpy 2.1.3. This script:
 2. installs the package the way the setup cell does (a plain ``pip install`` of the source,
    not editable) and fails if pip changed any package already there: the package's own
    dependencies are lower bounds, so a reader's Colab torch, numpy and ipywidgets stay;
-3. runs every chapter top to bottom in that environment (``execute_notebooks.py --check``)
-   and fails, naming the chapter and the error, if any cell raises.
+3. runs every chapter top to bottom in that environment under strict nbval (``make nbval``'s
+   options; the code paths ``ATEN_CPU_CAPABILITY`` and ``MKL_CBWR`` choose are the caller's:
+   ``make colab-check`` gives ATen's default and MKL's AVX2 ones, as ``make nbval``) and fails,
+   naming the chapter and the cell, if any cell raises or any compared output differs: the
+   stored outputs, recorded with requirements.txt's versions, hold with Colab's ipywidgets and
+   numpy and the package installed as a reader installs it. (nbval and pytest, which run the
+   chapters, are installed too, at requirements.txt's versions: Colab has pytest.)
 
 What it cannot copy here: Colab's Python (3.13) and torch (2.11); this machine has torch's CPU
 build only for Python 3.11, so the environment uses Python 3.11 and the pinned torch.
@@ -32,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".cache" / "colab-venv"
 COLAB_PINS = {"ipywidgets": "7.7.1", "numpy": "2.1.3"}
 # what a chapter needs besides the package: the kernel, and nbclient to drive it
-RUNTIME = ("torch", "matplotlib", "tqdm", "ipykernel", "nbclient", "nbformat")
+RUNTIME = ("torch", "matplotlib", "tqdm", "ipykernel", "nbclient", "nbformat", "pytest", "nbval")
 
 
 def pins() -> list[str]:
@@ -120,21 +126,30 @@ def main(args: list[str]) -> int:
     if env_only:
         return 0
     chapters = chapters or sorted(str(p) for p in (ROOT / "book").glob("[0-9]*.ipynb"))
-    # the chapters import the installed package, not src/: run them from outside the checkout
+    # the chapters import the installed package, not src/ (no PYTHONPATH; each kernel starts in
+    # book/, and nothing puts src/ on its path)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [
             str(python),
-            str(ROOT / "tests" / "execute_notebooks.py"),
-            "--check",
+            "-m",
+            "pytest",
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(ROOT / "tests" / "nbval_sanitize.cfg"),
+            "-p",
+            "no:cacheprovider",
+            "-q",
             *map(os.path.abspath, chapters),
         ],
         env=env,
-        cwd=VENV,
+        cwd=ROOT,
     )
     print(
-        f"Colab check: {len(chapters)} chapters in {time.perf_counter() - start:.0f} s, "
-        f"{'all ran' if done.returncode == 0 else 'some raised'}"
+        f"Colab check: {len(chapters)} chapters under strict nbval in "
+        f"{time.perf_counter() - start:.0f} s, "
+        f"{'every output as stored' if done.returncode == 0 else 'some failed'}"
     )
     return done.returncode
 

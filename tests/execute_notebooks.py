@@ -15,7 +15,7 @@ the code that made the stored outputs, never a moving branch.
 every stored output as it was (strict nbval passing proves that).
 
 ``--check`` runs the chapters without writing anything: every chapter is run, and the exit
-status is 1 if any cell raised (``tests/check_colab.py`` runs it in a Colab-like environment).
+status is 1 if any cell raised (``benchmarks/book_speed.py --runner nbclient`` times it).
 """
 
 import re

@@ -39,9 +39,10 @@ def test_the_benchmark_reads_the_phases_of_make_test():
     targets = set(re.findall(r"^([A-Za-z][\w-]*):", (ROOT / "Makefile").read_text(), re.M))
     assert set(stages) <= targets, set(stages) - targets
     assert all(p["jobs"] >= 1 for p in phases)
-    # the side-by-side phase runs each chapter on one thread, as make does
-    nbval = next(p for p in phases if "nbval" in p["stages"])
-    assert nbval["env"]["OMP_NUM_THREADS"] == "1" and "colab-check" in nbval["stages"]
+    # the phase that runs the chapters (strict nbval in the Colab-like environment) runs each
+    # on one thread, as make does
+    chapters = next(p for p in phases if "colab-check" in p["stages"])
+    assert chapters["env"]["OMP_NUM_THREADS"] == "1"
 
 
 def test_a_continued_recipe_line_is_one_phase(tmp_path):
@@ -65,13 +66,18 @@ def test_make_test_runs_every_check():
     for check, command in {
         "lint": "ruff check src tests benchmarks book",
         "unit": "-m pytest tests --ignore=tests/browser",
-        "nbval": "ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2",
-        "colab-check": "tests/check_colab.py\n",
+        # strict nbval over every chapter, in the Colab-like environment, on other CPU paths
+        "colab-check": "ATEN_CPU_CAPABILITY=default MKL_CBWR=AVX2 .venv/bin/python "
+        "tests/check_colab.py\n",
         "colab-env": "tests/check_colab.py --env-only",
         "build-check": "tests/check_built_book.py _build/html",
         "browser": "-m pytest tests/browser",
     }.items():
         assert command in planned, f"make test no longer runs {check} ({command!r})"
+    # the chapters run under strict nbval there (never --nbval-lax), with make nbval's sanitizer
+    source = (ROOT / "tests" / "check_colab.py").read_text()
+    assert '"--nbval",' in source and "--nbval-lax" not in source
+    assert "nbval_sanitize.cfg" in source
     # the browser test reads the build: it must come after it
     assert planned.index("check_built_book.py") < planned.index("pytest tests/browser")
 
