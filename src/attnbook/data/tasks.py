@@ -130,7 +130,7 @@ def make_task(
     """Generate a synthetic task, deterministically from ``seed``.
 
     ``copy``, ``reverse``, ``sort``: sources are strings over the first ``n_symbols`` letters
-    (default 10: ``a``..``j``) of lengths ``min_len``..``max_len`` (default 3..10), lengths
+    (default 10: ``a`` to ``j``) of lengths ``min_len`` to ``max_len`` (default 3 to 10), lengths
     drawn uniformly; character-level vocabularies of those letters.
 
     ``dates``: a date between ``start_year`` and ``end_year`` (default 1900..2099) written in
