@@ -18,11 +18,11 @@ Usage: python tests/diagram_catalog.py [--check]
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import polib
+import ui_catalogs
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_CN"
@@ -33,14 +33,6 @@ HEADER = (
     "figure draws it. tests/diagram_catalog.py extracts them and compiles this catalog into\n"
     "src/attnbook/diagrams/locale/zh_CN.mo. Math and names are translated as the same text."
 )
-METADATA = {
-    "Project-Id-Version": "attnbook",
-    "Language": LANGUAGE,
-    "MIME-Version": "1.0",
-    "Content-Type": "text/plain; charset=utf-8",
-    "Content-Transfer-Encoding": "8bit",
-    "Plural-Forms": "nplurals=1; plural=0;",
-}
 
 
 def messages() -> dict[str, list[str]]:
@@ -57,28 +49,17 @@ def messages() -> dict[str, list[str]]:
 
 def updated(old: polib.POFile | None) -> polib.POFile:
     """The catalog with today's labels, the translations of ``old`` kept."""
-    kept = {e.msgid: e for e in old or [] if not e.obsolete}
-    po = polib.POFile(wrapwidth=0)
-    po.header = HEADER
-    po.metadata = dict(METADATA)
-    for msgid, figures in messages().items():
-        entry = polib.POEntry(msgid=msgid, msgstr="")
-        if msgid in kept:
-            entry.msgstr = kept[msgid].msgstr
-            entry.flags = list(kept[msgid].flags)
-        entry.occurrences = [(f"diagram:{name}", "") for name in figures]
-        po.append(entry)
-    return po
+    places = {m: [f"diagram:{name}" for name in figures] for m, figures in messages().items()}
+    return ui_catalogs.updated(old, places, HEADER, LANGUAGE)
 
 
 def compiled(po: polib.POFile) -> bytes:
     """The catalog as a .mo file: its translated, not fuzzy messages (sorted: the same bytes
     every time)."""
     out = polib.POFile()
-    out.metadata = dict(METADATA)
-    for e in po:
-        if e.msgstr and "fuzzy" not in e.flags and not e.obsolete:
-            out.append(polib.POEntry(msgid=e.msgid, msgstr=e.msgstr))
+    out.metadata = ui_catalogs.metadata(LANGUAGE)
+    for e in ui_catalogs.translated(po):
+        out.append(polib.POEntry(msgid=e.msgid, msgstr=e.msgstr))
     tmp = MO.with_suffix(".tmp")
     out.save_as_mofile(str(tmp))
     data = tmp.read_bytes()
@@ -86,30 +67,16 @@ def compiled(po: polib.POFile) -> bytes:
     return data
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail when a file is not up to date")
-    args = parser.parse_args(argv)
-    old = polib.pofile(str(PO), wrapwidth=0) if PO.is_file() else None
-    po = updated(old)
-    text = str(po) + "\n" if not str(po).endswith("\n") else str(po)
-    MO.parent.mkdir(parents=True, exist_ok=True)
-    mo = compiled(po)
-    if args.check:
-        stale = [
-            p.relative_to(ROOT).as_posix()
-            for p, want in ((PO, text.encode()), (MO, mo))
-            if not p.is_file() or p.read_bytes() != want
-        ]
-        if stale:
-            print(f"not up to date: {', '.join(stale)}: run python tests/diagram_catalog.py")
-            return 1
-        return 0
-    PO.write_text(text, encoding="utf-8")
-    MO.write_bytes(mo)
+def report(po: polib.POFile) -> str:
     todo = sum(1 for e in po if not e.msgstr or "fuzzy" in e.flags)
-    print(f"{PO.relative_to(ROOT)}: {len(po)} labels, {todo} to translate; wrote {MO.name}")
-    return 0
+    return f"{PO.relative_to(ROOT)}: {len(po)} labels, {todo} to translate; wrote {MO.name}"
+
+
+def main(argv: list[str]) -> int:
+    return ui_catalogs.main(
+        argv, __doc__, "python tests/diagram_catalog.py", PO, updated,
+        lambda po: [(MO, compiled(po))], report,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":

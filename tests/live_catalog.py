@@ -15,13 +15,13 @@ Usage: python tests/live_catalog.py [--check]
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
 from pathlib import Path
 
 import polib
+import ui_catalogs
 
 ROOT = Path(__file__).resolve().parents[1]
 LANGUAGE = "zh_CN"
@@ -33,14 +33,6 @@ HEADER = (
     "_(...) or N_(...) string there. tests/live_catalog.py extracts them and compiles this\n"
     "catalog into src/attnbook/assets/locale/zh_CN.json. {name} is a value: keep each one."
 )
-METADATA = {
-    "Project-Id-Version": "attnbook",
-    "Language": LANGUAGE,
-    "MIME-Version": "1.0",
-    "Content-Type": "text/plain; charset=utf-8",
-    "Content-Transfer-Encoding": "8bit",
-    "Plural-Forms": "nplurals=1; plural=0;",
-}
 # _("...") or N_("...") with a double- or single-quoted literal (a message is one literal)
 CALL = re.compile(r"""\bN?_\(\s*(?:"((?:[^"\\\n]|\\.)*)"|'((?:[^'\\\n]|\\.)*)')\s*[,)]""")
 PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -64,25 +56,13 @@ def placeholders(text: str) -> list[str]:
 
 
 def updated(old: polib.POFile | None) -> polib.POFile:
-    kept = {e.msgid: e for e in old or [] if not e.obsolete}
-    po = polib.POFile(wrapwidth=0)
-    po.header = HEADER
-    po.metadata = dict(METADATA)
-    for msgid in messages():
-        entry = polib.POEntry(msgid=msgid, msgstr="")
-        if msgid in kept:
-            entry.msgstr = kept[msgid].msgstr
-            entry.flags = list(kept[msgid].flags)
-        entry.occurrences = [("src/attnbook/assets/live.js", "")]
-        po.append(entry)
-    return po
+    places = {m: ["src/attnbook/assets/live.js"] for m in messages()}
+    return ui_catalogs.updated(old, places, HEADER, LANGUAGE)
 
 
 def compiled(po: polib.POFile) -> str:
     """The translated, not fuzzy messages as JSON (sorted: the same text every time)."""
-    table = {
-        e.msgid: e.msgstr for e in po if e.msgstr and "fuzzy" not in e.flags and not e.obsolete
-    }
+    table = {e.msgid: e.msgstr for e in ui_catalogs.translated(po)}
     return json.dumps(table, ensure_ascii=False, indent=0, sort_keys=True) + "\n"
 
 
@@ -97,30 +77,15 @@ def problems(po: polib.POFile) -> list[str]:
     return out
 
 
+def report(po: polib.POFile) -> str:
+    return f"{PO.relative_to(ROOT)}: {len(po)} messages, {len(problems(po))} to translate or fix"
+
+
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true", help="fail when a file is not up to date")
-    args = parser.parse_args(argv)
-    old = polib.pofile(str(PO), wrapwidth=0) if PO.is_file() else None
-    po = updated(old)
-    text = str(po) + "\n" if not str(po).endswith("\n") else str(po)
-    table = compiled(po)
-    if args.check:
-        stale = [
-            p.relative_to(ROOT).as_posix()
-            for p, want in ((PO, text), (COMPILED, table))
-            if not p.is_file() or p.read_text(encoding="utf-8") != want
-        ]
-        if stale:
-            print(f"not up to date: {', '.join(stale)}: run python tests/live_catalog.py")
-            return 1
-        return 0
-    PO.write_text(text, encoding="utf-8")
-    COMPILED.parent.mkdir(parents=True, exist_ok=True)
-    COMPILED.write_text(table, encoding="utf-8")
-    todo = problems(po)
-    print(f"{PO.relative_to(ROOT)}: {len(po)} messages, {len(todo)} to translate or fix")
-    return 0
+    return ui_catalogs.main(
+        argv, __doc__, "python tests/live_catalog.py", PO, updated,
+        lambda po: [(COMPILED, compiled(po).encode("utf-8"))], report,
+    )  # fmt: skip
 
 
 if __name__ == "__main__":
