@@ -101,6 +101,12 @@ def test_one_font_family(fig):
 def test_labels_do_not_overlap_or_leave_the_figure(fig):
     """On estimated text extents (generous widths), no two labels collide and none is cut."""
     _, drawn = canvas._build(fig.name)
+    assert_labels_inside_and_apart(drawn)
+
+
+def assert_labels_inside_and_apart(drawn) -> None:
+    """Every label of a drawn canvas lies inside the figure, and no two labels overlap (the
+    Chinese figures are held to it too: tests/test_diagrams_i18n.py)."""
     boxes = drawn.labels
     for x0, y0, w, h, text in boxes:
         assert 0 <= x0 and x0 + w <= drawn.width, f"{text!r} leaves the figure sideways"

@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 import attnbook_i18n  # noqa: E402
 import diagram_catalog  # noqa: E402
 import i18n_check  # noqa: E402
+from test_diagrams import assert_labels_inside_and_apart  # noqa: E402
 
 # The English figures as the chapters stored them before the labels became translatable (and
 # rnn_encoder_decoder's since its alt text was corrected: the first decoder step reads <s>).
@@ -150,18 +151,7 @@ def test_chinese_labels_fit_their_boxes_and_the_figure(name):
         for x0, y0, w, h, text in labels:
             assert b.x + 2 <= x0 and x0 + w <= b.x + b.w - 2, f"{text!r} is wider than its box"
             assert b.y <= y0 and y0 + h <= b.y + b.h, f"{text!r} is taller than its box"
-    boxes = drawn.labels
-    for x0, y0, w, h, text in boxes:
-        assert 0 <= x0 and x0 + w <= drawn.width and 0 <= y0 and y0 + h <= drawn.height, text
-    for i, a in enumerate(boxes):
-        for b in boxes[i + 1 :]:
-            apart = (
-                a[0] + a[2] <= b[0]
-                or b[0] + b[2] <= a[0]
-                or a[1] + a[3] <= b[1]
-                or b[1] + b[3] <= a[1]
-            )
-            assert apart, f"labels {a[4]!r} and {b[4]!r} overlap"
+    assert_labels_inside_and_apart(drawn)
 
 
 def test_cjk_is_measured_one_em_wide():
